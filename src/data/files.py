@@ -1,0 +1,79 @@
+"""Reading local data files (JSON, JSONL, Parquet) into rows, with errors that name file and line."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+SUFFIXES = (".json", ".jsonl", ".parquet")
+
+
+class DataFileError(ValueError):
+    """A data file that cannot be used; the message names the file and, where known, the line."""
+
+
+def read_rows(path: str | Path) -> list[dict[str, Any]]:
+    """All rows of a .json (a list of objects), .jsonl (one object per line) or .parquet file."""
+    path = Path(path)
+    if not path.is_file():
+        raise DataFileError(f"{path}: data file not found")
+    suffix = path.suffix.lower()
+    if suffix == ".jsonl":
+        rows = _read_jsonl(path)
+    elif suffix == ".json":
+        rows = _read_json(path)
+    elif suffix == ".parquet":
+        import pyarrow.parquet as pq
+
+        rows = pq.read_table(path).to_pylist()
+    else:
+        raise DataFileError(f"{path}: unsupported data file type {suffix!r}; use one of {SUFFIXES}")
+    if not rows:
+        raise DataFileError(f"{path}: data file holds no rows")
+    return rows
+
+
+def _read_jsonl(path: Path) -> list[dict[str, Any]]:
+    rows = []
+    with path.open(encoding="utf-8") as handle:
+        for number, line in enumerate(handle, start=1):
+            if not line.strip():
+                continue
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError as error:
+                raise DataFileError(f"{path}:{number}: malformed JSON line ({error.msg})") from None
+            if not isinstance(row, dict):
+                raise DataFileError(
+                    f"{path}:{number}: expected a JSON object, got {type(row).__name__}"
+                )
+            row["_line"] = number
+            rows.append(row)
+    return rows
+
+
+def _read_json(path: Path) -> list[dict[str, Any]]:
+    text = path.read_text(encoding="utf-8")
+    if not text.strip():
+        return []
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as error:
+        raise DataFileError(f"{path}:{error.lineno}: malformed JSON ({error.msg})") from None
+    if isinstance(data, dict) and isinstance(data.get("data"), list):
+        data = data["data"]
+    if not isinstance(data, list) or not all(isinstance(row, dict) for row in data):
+        raise DataFileError(f'{path}: expected a list of JSON objects (or {{"data": [...]}})')
+    return data
+
+
+def require_fields(rows: Iterable[dict[str, Any]], fields: Iterable[str], source: str) -> None:
+    """Fail on the first row that lacks a required field, naming the source and row."""
+    fields = list(fields)
+    for index, row in enumerate(rows):
+        missing = [name for name in fields if row.get(name) in (None, "")]
+        if missing:
+            where = f"line {row['_line']}" if "_line" in row else f"row {index}"
+            raise DataFileError(f"{source}: {where}: missing field(s) {missing}; required {fields}")

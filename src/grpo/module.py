@@ -1,0 +1,238 @@
+"""The GRPO LightningModule: one rollout per batch, then `num_iterations` clipped updates.
+
+Optimization is manual because one rollout feeds several optimizer steps (PPO-style) and the
+reference and old-policy log-probs are computed once per rollout. Metrics go straight to the
+loggers at the optimizer step they describe, under TRL's names.
+"""
+
+from __future__ import annotations
+
+import copy
+import time
+import warnings
+from collections.abc import Callable
+from typing import Any
+
+import lightning as L
+import torch
+from torch import Tensor, nn
+
+from src.grpo.objective import LOSS_TYPES, SCALES, group_advantages, grpo_loss
+from src.model.causal_lm import CausalLM
+from src.policy.episode import Episode, Role, Sampler, run_episode
+from src.reward.combine import CombinedReward
+
+# Checkpoints taken after the step's updates are exactly what resuming needs.
+warnings.filterwarnings("ignore", message="Using ModelCheckpoint with manual optimization")
+
+
+class GRPOModule(L.LightningModule):
+    """Group Relative Policy Optimization of a `CausalLM` with a role, a sampler and rewards."""
+
+    progress_label = "GRPO"
+
+    def __init__(
+        self,
+        lm: CausalLM,
+        sampler: Sampler,
+        policy: Role,
+        reward: CombinedReward,
+        optimizer: Callable[..., torch.optim.Optimizer],
+        scheduler: Callable[..., Any] | None = None,
+        group_size: int = 8,
+        kl_beta: float = 0.0,
+        epsilon_low: float = 0.2,
+        epsilon_high: float = 0.2,
+        loss_type: str = "grpo",
+        scale_rewards: str = "group",
+        num_iterations: int = 1,
+        max_grad_norm: float | None = 1.0,
+        max_completion_length: int | None = None,
+        samples_every_n_steps: int = 50,
+    ) -> None:
+        super().__init__()
+        if group_size < 2:
+            raise ValueError(
+                f"algo.group_size must be >= 2 (advantages are group-relative), got {group_size}"
+            )
+        if loss_type not in LOSS_TYPES:
+            raise ValueError(f"algo.loss_type must be one of {LOSS_TYPES}, got {loss_type!r}")
+        if scale_rewards not in SCALES:
+            raise ValueError(f"algo.scale_rewards must be one of {SCALES}, got {scale_rewards!r}")
+        if num_iterations < 1:
+            raise ValueError(f"algo.num_iterations must be >= 1, got {num_iterations}")
+        self.automatic_optimization = False
+        self.lm = lm
+        self.sampler = sampler
+        self.policy = policy
+        self.reward = reward
+        self.optimizer_factory = optimizer
+        self.scheduler_factory = scheduler
+        self.group_size = group_size
+        self.kl_beta = kl_beta
+        self.epsilon_low = epsilon_low
+        self.epsilon_high = epsilon_high
+        self.loss_type = loss_type
+        self.scale_rewards = scale_rewards
+        self.num_iterations = num_iterations
+        self.max_grad_norm = max_grad_norm
+        self.max_completion_length = max_completion_length or getattr(
+            sampler, "max_completion_length", None
+        )
+        self.temperature = float(getattr(sampler, "temperature", 1.0))
+        self.samples_every_n_steps = samples_every_n_steps
+        # The reference policy: the disabled adapter under LoRA, else a frozen copy of the start.
+        self.reference: nn.Module | None = None
+        if kl_beta != 0.0 and not lm.uses_lora:
+            self.reference = copy.deepcopy(lm.network).eval().requires_grad_(False)
+        self.eval_scores: dict[str, list[Tensor]] = {}  # held-out scores of the current evaluation
+        self.num_tokens = 0
+        self.last_samples: list[dict[str, Any]] = []  # read by the samples-table callback
+
+    # ----------------------------------------------------------------------------- training
+    def configure_optimizers(self) -> Any:
+        params = [p for p in self.lm.parameters() if p.requires_grad]
+        optimizer = self.optimizer_factory(params)
+        if self.scheduler_factory is None:
+            return optimizer
+        scheduler = self.scheduler_factory(optimizer=optimizer)
+        return {
+            "optimizer": optimizer,
+            "lr_scheduler": {"scheduler": scheduler, "interval": "step"},
+        }
+
+    @torch.no_grad()
+    def reference_log_probs(self, episode: Episode) -> Tensor | None:
+        """Per-token log-probs of the reference policy, or None when there is no KL term."""
+        if self.kl_beta == 0.0:
+            return None
+        if self.reference is None:
+            with self.lm.adapter_disabled():
+                return self.lm.log_probs(episode.rollout, self.temperature)[0]
+        reference = CausalLM(self.reference, self.lm.tokenizer)
+        return reference.log_probs(episode.rollout, self.temperature)[0]
+
+    def training_step(self, batch: list[dict[str, Any]], batch_idx: int) -> None:
+        started = time.perf_counter()
+        episode = run_episode(
+            self.lm, self.sampler, self.policy, self.reward, batch, self.group_size
+        )
+        rollout = episode.rollout
+        advantages = group_advantages(episode.rewards, self.group_size, self.scale_rewards).to(
+            self.device
+        )
+        old_logps = None
+        if self.num_iterations > 1:
+            with torch.no_grad():
+                old_logps = self.lm.log_probs(rollout, self.temperature)[0]
+        ref_logps = self.reference_log_probs(episode)
+        rollout_metrics = self.rollout_metrics(episode)
+        self.num_tokens += int(rollout.prompt_mask.sum() + rollout.completion_mask.sum())
+
+        optimizer = self.optimizers()
+        scheduler = self.lr_schedulers()
+        for _ in range(self.num_iterations):
+            logps, entropy = self.lm.log_probs(rollout, self.temperature, with_entropy=True)
+            loss, loss_metrics = grpo_loss(
+                logps,
+                old_logps,
+                ref_logps,
+                advantages,
+                rollout.completion_mask,
+                beta=self.kl_beta,
+                epsilon_low=self.epsilon_low,
+                epsilon_high=self.epsilon_high,
+                loss_type=self.loss_type,
+                max_completion_length=self.max_completion_length,
+            )
+            optimizer.zero_grad()
+            self.manual_backward(loss)
+            if self.max_grad_norm:
+                self.clip_gradients(
+                    optimizer, gradient_clip_val=self.max_grad_norm, gradient_clip_algorithm="norm"
+                )
+            learning_rate = optimizer.param_groups[0]["lr"]
+            optimizer.step()
+            if scheduler is not None:
+                scheduler.step()
+            mask = rollout.completion_mask.to(entropy.dtype)
+            metrics = {
+                **rollout_metrics,
+                **{name: float(value) for name, value in loss_metrics.items()},
+                "loss": float(loss.detach()),
+                "entropy": float((entropy * mask).sum() / mask.sum().clamp(min=1)),
+                "learning_rate": learning_rate,
+                "num_tokens": self.num_tokens,
+                "step_time": time.perf_counter() - started,
+            }
+            self.log_to_loggers(metrics)
+        self.log_dict(
+            {"reward": metrics["reward"], "kl": metrics["kl"]}, prog_bar=True, logger=False
+        )
+        if (
+            self.samples_every_n_steps
+            and self.global_step % self.samples_every_n_steps < self.num_iterations
+        ):
+            self.last_samples = self.sample_table(episode, advantages)
+
+    def rollout_metrics(self, episode: Episode) -> dict[str, float]:
+        """Reward and completion statistics of one rollout, as TRL names them."""
+        rewards = episode.rewards
+        group_std = rewards.view(-1, self.group_size).std(dim=1)
+        lengths = episode.rollout.lengths.float()
+        clipped = episode.rollout.is_clipped.cpu()
+        terminated = lengths[~clipped.to(lengths.device)]
+        metrics = {
+            "reward": float(rewards.mean()),
+            "reward_std": float(group_std.mean()),
+            "frac_reward_zero_std": float(
+                torch.isclose(group_std, torch.zeros_like(group_std)).float().mean()
+            ),
+            "completions/mean_length": float(lengths.mean()),
+            "completions/min_length": float(lengths.min()),
+            "completions/max_length": float(lengths.max()),
+            "completions/clipped_ratio": float(clipped.float().mean()),
+            "completions/mean_terminated_length": float(terminated.mean())
+            if terminated.numel()
+            else 0.0,
+        }
+        for name, scores in episode.reward_parts.items():
+            metrics[f"rewards/{name}/mean"] = float(scores.mean())
+            metrics[f"rewards/{name}/std"] = float(scores.std())
+        return metrics
+
+    def sample_table(self, episode: Episode, advantages: Tensor) -> list[dict[str, Any]]:
+        """One row per completion: prompt, completion, total reward, each part, advantage."""
+        rows = []
+        for i, completion in enumerate(episode.rollout.completions):
+            prompt = episode.prompts[i // self.group_size]
+            row = {"step": self.global_step, "prompt": prompt, "completion": completion}
+            row["reward"] = float(episode.rewards[i])
+            row.update({name: float(scores[i]) for name, scores in episode.reward_parts.items()})
+            row["advantage"] = float(advantages[i])
+            rows.append(row)
+        return rows
+
+    def log_to_loggers(self, metrics: dict[str, float]) -> None:
+        """Write metrics at the current optimizer step to every logger."""
+        for logger in self.loggers:
+            logger.log_metrics(metrics, step=self.global_step)
+
+    # ----------------------------------------------------------------------------- evaluation
+    def validation_step(self, batch: list[dict[str, Any]], batch_idx: int) -> None:
+        episode = run_episode(
+            self.lm, self.sampler, self.policy, self.reward, batch, 1, greedy=True
+        )
+        for name, scores in {"reward": episode.rewards, **episode.reward_parts}.items():
+            self.eval_scores.setdefault(name, []).append(scores.cpu())
+
+    def on_validation_epoch_end(self) -> None:
+        results = {
+            f"eval/{name}": float(torch.cat(parts).mean())
+            for name, parts in self.eval_scores.items()
+        }
+        self.eval_scores = {}
+        if self.trainer.sanity_checking:
+            return
+        self.log_to_loggers(results)
+        self.log_dict(results, prog_bar=False, logger=False)

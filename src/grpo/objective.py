@@ -1,0 +1,105 @@
+"""The GRPO objective as pure tensor functions (DESIGN.md section 4).
+
+Nothing here knows about models or configs, so every term can be checked by hand in tests.
+Shapes: N = B * G completions, T = completion length; completions of prompt i sit at rows
+i*G ... i*G+G-1.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+LOSS_TYPES = ("grpo", "bnpo", "dr_grpo", "dapo")
+SCALES = ("group", "batch", "none")
+
+
+def group_advantages(
+    rewards: Tensor, group_size: int, scale: str = "group", eps: float = 1e-4
+) -> Tensor:
+    """Group-relative advantages: each reward minus its group's mean, optionally scaled.
+
+    `group` divides by the group's unbiased std (GRPO), `batch` by the std of all N rewards,
+    `none` keeps the centred reward (Dr. GRPO). A group whose rewards are all equal gets zero.
+    """
+    if scale not in SCALES:
+        raise ValueError(f"scale must be one of {SCALES}, got {scale!r}")
+    if rewards.dim() != 1 or rewards.numel() % group_size != 0:
+        raise ValueError(
+            f"rewards must be 1-D with a length divisible by group_size={group_size}, "
+            f"got shape {tuple(rewards.shape)}"
+        )
+    groups = rewards.view(-1, group_size)
+    centred = (groups - groups.mean(dim=1, keepdim=True)).view(-1)
+    if scale == "group":
+        std = groups.std(dim=1, keepdim=True).expand_as(groups).reshape(-1)
+        return centred / (std + eps)
+    if scale == "batch":
+        return centred / (rewards.std() + eps)
+    return centred
+
+
+def per_token_kl(logps: Tensor, ref_logps: Tensor) -> Tensor:
+    """k3 estimator of KL(policy || reference) per token; zero where both agree, never negative."""
+    delta = ref_logps - logps
+    return torch.exp(delta) - delta - 1
+
+
+def _masked_mean(values: Tensor, mask: Tensor) -> Tensor:
+    return (values * mask).sum() / mask.sum().clamp(min=1.0)
+
+
+def grpo_loss(
+    logps: Tensor,
+    old_logps: Tensor | None,
+    ref_logps: Tensor | None,
+    advantages: Tensor,
+    mask: Tensor,
+    *,
+    beta: float,
+    epsilon_low: float,
+    epsilon_high: float,
+    loss_type: str,
+    max_completion_length: int | None = None,
+) -> tuple[Tensor, dict[str, Tensor]]:
+    """Clipped surrogate plus beta * KL, aggregated as `loss_type` says.
+
+    logps, old_logps, ref_logps and mask are [N, T]; advantages is [N]. old_logps None means
+    one update per rollout (ratio 1, gradient of the plain policy gradient); ref_logps None or
+    beta == 0 drops the KL term. Returns the scalar loss and detached metrics.
+    """
+    if loss_type not in LOSS_TYPES:
+        raise ValueError(f"loss_type must be one of {LOSS_TYPES}, got {loss_type!r}")
+    mask = mask.to(logps.dtype)
+    if old_logps is None:
+        old_logps = logps.detach()
+    adv = advantages.unsqueeze(1)
+
+    ratio = torch.exp(logps - old_logps)
+    clipped_ratio = torch.clamp(ratio, 1 - epsilon_low, 1 + epsilon_high)
+    per_token = -torch.min(ratio * adv, clipped_ratio * adv)
+    use_kl = ref_logps is not None and beta != 0.0
+    if use_kl:
+        kl = per_token_kl(logps, ref_logps)
+        per_token = per_token + beta * kl
+
+    if loss_type == "grpo":
+        loss = ((per_token * mask).sum(1) / mask.sum(1).clamp(min=1.0)).mean()
+    elif loss_type in ("bnpo", "dapo"):
+        loss = (per_token * mask).sum() / mask.sum().clamp(min=1.0)
+    else:  # dr_grpo
+        if max_completion_length is None:
+            raise ValueError("loss_type 'dr_grpo' needs max_completion_length")
+        loss = (per_token * mask).sum() / (logps.size(0) * max_completion_length)
+
+    with torch.no_grad():
+        # A token is clipped when the clip changes its term: low side for A < 0, high for A > 0.
+        low = (ratio < 1 - epsilon_low) & (adv < 0)
+        high = (ratio > 1 + epsilon_high) & (adv > 0)
+        metrics = {
+            "kl": _masked_mean(kl, mask) if use_kl else logps.new_zeros(()),
+            "clip_ratio/low_mean": _masked_mean(low.to(mask.dtype), mask),
+            "clip_ratio/high_mean": _masked_mean(high.to(mask.dtype), mask),
+            "clip_ratio/region_mean": _masked_mean((low | high).to(mask.dtype), mask),
+        }
+    return loss, {k: v.detach() for k, v in metrics.items()}

@@ -1,0 +1,182 @@
+"""Hugging Face causal language models: loading (LoRA, 4-bit) and per-token log-probs.
+
+Every model, from the built-in tiny Llama to a 9B checkpoint, is loaded by `load_causal_lm`
+and hidden behind `CausalLM`, so the GRPO and SFT modules never see model-specific code.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel
+from transformers.utils import logging as hf_logging
+
+from src.rollout.base import Rollout
+
+log = logging.getLogger(__name__)
+hf_logging.disable_progress_bar()
+
+DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+
+
+class CausalLM(nn.Module):
+    """A causal LM with its tokenizer; the trained network of the generator and reader roles."""
+
+    def __init__(
+        self, network: PreTrainedModel, tokenizer: Any, max_prompt_length: int | None = None
+    ):
+        super().__init__()
+        self.network = network
+        self.tokenizer = tokenizer
+        self.max_prompt_length = max_prompt_length
+
+    @property
+    def uses_lora(self) -> bool:
+        """True when the network is a peft model, so the reference is the disabled adapter."""
+        return hasattr(self.network, "disable_adapter")
+
+    @property
+    def eos_token_ids(self) -> list[int]:
+        """Every id that ends a completion: the tokenizer's EOS and the generation config's."""
+        ids = {self.tokenizer.eos_token_id}
+        configured = getattr(self.network.generation_config, "eos_token_id", None)
+        if configured is not None:
+            ids.update(configured if isinstance(configured, list) else [configured])
+        return sorted(i for i in ids if i is not None)
+
+    def encode_prompts(self, prompts: list[str]) -> dict[str, Tensor]:
+        """Left-padded prompt ids on the network's device, truncated from the left if configured."""
+        self.tokenizer.padding_side = "left"
+        self.tokenizer.truncation_side = "left"
+        encoded = self.tokenizer(
+            prompts,
+            return_tensors="pt",
+            padding=True,
+            add_special_tokens=False,
+            truncation=self.max_prompt_length is not None,
+            max_length=self.max_prompt_length,
+        )
+        device = self.network.device
+        return {
+            "input_ids": encoded["input_ids"].to(device),
+            "attention_mask": encoded["attention_mask"].to(device),
+        }
+
+    def token_log_probs(
+        self,
+        input_ids: Tensor,
+        attention_mask: Tensor,
+        num_targets: int,
+        temperature: float = 1.0,
+        with_entropy: bool = False,
+    ) -> tuple[Tensor, Tensor | None]:
+        """Log-probs of the last `num_targets` tokens of each row under the network.
+
+        Position ids follow the attention mask, as `generate` does with left padding, so the
+        scores match the ones the samples were drawn from.
+        """
+        position_ids = (attention_mask.cumsum(dim=1) - 1).clamp(min=0)
+        logits = self.network(
+            input_ids=input_ids,
+            attention_mask=attention_mask,
+            position_ids=position_ids,
+            use_cache=False,
+        ).logits
+        logits = logits[:, -num_targets - 1 : -1, :].float() / temperature
+        targets = input_ids[:, -num_targets:]
+        log_norm = torch.logsumexp(logits, dim=-1)
+        logps = logits.gather(-1, targets.unsqueeze(-1)).squeeze(-1) - log_norm
+        entropy = None
+        if with_entropy:
+            with torch.no_grad():
+                probs = F.softmax(logits, dim=-1)
+                entropy = log_norm - (probs * logits).sum(-1)
+        return logps, entropy
+
+    def log_probs(
+        self, rollout: Rollout, temperature: float = 1.0, with_entropy: bool = False
+    ) -> tuple[Tensor, Tensor | None]:
+        """Per-token log-probs [N, T] of the rollout's completions (and entropies if asked)."""
+        input_ids = torch.cat([rollout.prompt_ids, rollout.completion_ids], dim=1)
+        mask = torch.cat([rollout.prompt_mask, rollout.completion_mask], dim=1)
+        return self.token_log_probs(
+            input_ids, mask, rollout.completion_ids.size(1), temperature, with_entropy
+        )
+
+    @contextlib.contextmanager
+    def adapter_disabled(self) -> Iterator[None]:
+        """Run the base model under a LoRA network: the reference policy, at no memory cost."""
+        with self.network.disable_adapter():
+            yield
+
+    def save(self, path: str | Path) -> Path:
+        """Save a plain HF folder (LoRA merged into the weights) that `load_causal_lm` reads."""
+        path = Path(path)
+        network = self.network
+        if self.uses_lora:
+            network = network.merge_and_unload()
+        network.save_pretrained(path)
+        self.tokenizer.save_pretrained(path)
+        return path
+
+
+def load_causal_lm(
+    name_or_path: str,
+    dtype: str = "float32",
+    lora: dict[str, Any] | None = None,
+    load_in_4bit: bool = False,
+    trust_remote_code: bool = False,
+    gradient_checkpointing: bool = False,
+    max_prompt_length: int | None = None,
+    builder: Callable[[str], Any] | None = None,
+) -> CausalLM:
+    """Load a causal LM by hub name or local folder, optionally 4-bit and with a LoRA adapter.
+
+    `builder`, when given, writes the folder first if it does not exist yet (the tiny model).
+    """
+    if dtype not in DTYPES:
+        raise ValueError(f"model.dtype must be one of {sorted(DTYPES)}, got {dtype!r}")
+    if builder is not None and not (Path(name_or_path) / "config.json").exists():
+        log.info("Building model folder %s", name_or_path)
+        builder(name_or_path)
+    kwargs: dict[str, Any] = {"dtype": DTYPES[dtype], "trust_remote_code": trust_remote_code}
+    if load_in_4bit:
+        from transformers import BitsAndBytesConfig
+
+        kwargs["quantization_config"] = BitsAndBytesConfig(
+            load_in_4bit=True,
+            bnb_4bit_quant_type="nf4",
+            bnb_4bit_compute_dtype=DTYPES[dtype],
+            bnb_4bit_use_double_quant=True,
+        )
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(name_or_path, trust_remote_code=trust_remote_code)
+        network = AutoModelForCausalLM.from_pretrained(name_or_path, **kwargs)
+    except OSError as error:
+        raise OSError(
+            f"Could not load model {name_or_path!r}: not a local folder with config.json, and the "
+            f"hub could not provide it ({error}). Set model.name_or_path to a local folder."
+        ) from error
+    network.train()  # from_pretrained returns eval mode; this network is loaded to be trained
+    if tokenizer.pad_token is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    if gradient_checkpointing:
+        network.gradient_checkpointing_enable()
+    if load_in_4bit:
+        from peft import prepare_model_for_kbit_training
+
+        network = prepare_model_for_kbit_training(
+            network, use_gradient_checkpointing=gradient_checkpointing
+        )
+    if lora:
+        from peft import LoraConfig, get_peft_model
+
+        network = get_peft_model(network, LoraConfig(task_type="CAUSAL_LM", **lora))
+    return CausalLM(network, tokenizer, max_prompt_length)

@@ -1,0 +1,51 @@
+"""The rollout: G sampled completions per prompt, as tensors and as text."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor
+
+
+@dataclass
+class Rollout:
+    """Completions of prompt i sit at rows i*G ... i*G+G-1 of every field."""
+
+    prompt_ids: Tensor  # [N, P] left-padded prompt tokens
+    prompt_mask: Tensor  # [N, P] 1 on real prompt tokens
+    completion_ids: Tensor  # [N, T] sampled tokens, padded after the first EOS
+    completion_mask: Tensor  # [N, T] 1 up to and including the first EOS
+    is_clipped: Tensor  # [N] True where no EOS came before the length limit
+    completions: list[str]  # decoded completions without special tokens
+    group_size: int  # G
+
+    @property
+    def lengths(self) -> Tensor:
+        """Number of counted completion tokens per row, EOS included."""
+        return self.completion_mask.sum(dim=1)
+
+    def to(self, device: torch.device | str) -> Rollout:
+        """The same rollout with its tensors on `device`."""
+        moved = {
+            name: getattr(self, name).to(device)
+            for name in (
+                "prompt_ids",
+                "prompt_mask",
+                "completion_ids",
+                "completion_mask",
+                "is_clipped",
+            )
+        }
+        return Rollout(**moved, completions=self.completions, group_size=self.group_size)
+
+
+def completion_mask(completion_ids: Tensor, eos_token_id: int | list[int]) -> tuple[Tensor, Tensor]:
+    """Mask that ends at the first EOS (kept), and which rows never produced one."""
+    eos_ids = torch.as_tensor(eos_token_id, device=completion_ids.device).flatten()
+    is_eos = torch.isin(completion_ids, eos_ids)
+    length = completion_ids.size(1)
+    has_eos = is_eos.any(dim=1)
+    first_eos = torch.where(has_eos, is_eos.int().argmax(dim=1), length)
+    positions = torch.arange(length, device=completion_ids.device).unsqueeze(0)
+    return (positions <= first_eos.unsqueeze(1)).long(), ~has_eos

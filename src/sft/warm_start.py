@@ -1,0 +1,91 @@
+"""Run the supervised warm start once and cache the resulting model folder under outputs/.
+
+The cache key hashes everything that shapes the result (model, data, role, SFT settings,
+seed), so a second run with the same settings skips straight to GRPO.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import shutil
+from pathlib import Path
+from typing import Any
+
+import lightning as L
+from hydra.utils import instantiate
+from omegaconf import DictConfig, OmegaConf
+from torch.utils.data import DataLoader
+
+from src.data.datamodule import PromptDataModule, keep_rows
+from src.sft.module import SFTModule
+from src.utils.progress import StepProgressBar
+
+log = logging.getLogger(__name__)
+DONE = "warm_start.json"
+
+
+def cache_key(cfg: DictConfig) -> str:
+    """Hash of the settings that determine the warm-started weights."""
+    shaping = {
+        name: OmegaConf.to_container(cfg[name], resolve=True)
+        for name in ("model", "data", "policy", "sft")
+    }
+    shaping["data"].pop("num_batches")  # the GRPO run length does not change the warm start
+    shaping["sft"].pop("cache_dir")
+    shaping["seed"] = cfg.seed
+    text = json.dumps(shaping, sort_keys=True, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:12]
+
+
+def warm_start(
+    cfg: DictConfig,
+    datamodule: PromptDataModule,
+    policy: Any,
+    reward: Any,
+    sampler: Any,
+    loggers: list[Any],
+) -> Path:
+    """Return the folder of the warm-started model, training it first if it is not cached."""
+    folder = Path(cfg.sft.cache_dir) / f"{cfg.task_name}-{cache_key(cfg)}"
+    if (folder / DONE).exists():
+        log.info("SFT warm start: reusing %s", folder)
+        return folder
+    sft = cfg.sft
+    datamodule.prepare_rows()
+    check_rows = datamodule.train_rows[: sft.check_size]
+    train_rows = datamodule.train_rows[sft.check_size :]
+    lm = instantiate(cfg.model)
+    module = SFTModule(lm, policy, reward, sampler, instantiate(sft.optimizer), sft.stop_at_reward)
+    trainer = L.Trainer(
+        max_steps=sft.max_steps,
+        max_epochs=-1,
+        val_check_interval=sft.check_every_n_steps,
+        check_val_every_n_epoch=None,
+        num_sanity_val_steps=0,
+        logger=loggers,
+        log_every_n_steps=10,
+        enable_checkpointing=False,
+        accelerator=cfg.trainer.accelerator,
+        devices=1,
+        callbacks=[StepProgressBar()],
+        enable_model_summary=False,
+    )
+    train_loader = DataLoader(
+        train_rows, batch_size=sft.batch_size, shuffle=True, collate_fn=keep_rows, drop_last=True
+    )
+    check_loader = DataLoader(
+        check_rows, batch_size=datamodule.eval_batch_size, collate_fn=keep_rows
+    )
+    log.info("SFT warm start: up to %d steps on %d rows", sft.max_steps, len(train_rows))
+    trainer.fit(module, train_loader, check_loader)
+    partial = folder.with_name(folder.name + ".partial")
+    shutil.rmtree(partial, ignore_errors=True)
+    lm.save(partial)
+    summary = {"steps": trainer.global_step, "eval_reward": module.last_eval_reward}
+    (partial / DONE).write_text(json.dumps(summary, indent=2))
+    shutil.rmtree(folder, ignore_errors=True)
+    partial.rename(folder)
+    log.info("SFT warm start: %s -> %s", summary, folder)
+    return folder

@@ -1,0 +1,64 @@
+"""Hydra entry point: `python -m src.train [overrides]` runs one GRPO experiment.
+
+compose config -> data -> role, reward, sampler -> (cached) SFT warm start -> model ->
+GRPO fit with held-out evaluation before, during and after -> MLflow holds the record.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import hydra
+import lightning as L
+from hydra.utils import instantiate
+from omegaconf import DictConfig, open_dict
+
+from src.sft.warm_start import warm_start
+from src.utils.run_record import failed_on_error, record_run
+
+log = logging.getLogger(__name__)
+
+
+def train(cfg: DictConfig) -> dict[str, float]:
+    """Run the experiment `cfg` describes and return the final metrics."""
+    L.seed_everything(cfg.seed, workers=True)
+    datamodule = instantiate(cfg.data)
+    datamodule.prepare_rows()  # bad data fails here, before any model loads
+    policy = instantiate(cfg.policy)
+    reward = instantiate(cfg.reward)
+    sampler = instantiate(cfg.rollout)
+    loggers = [instantiate(logger) for logger in cfg.get("logger", {}).values()]
+    record_run(loggers, cfg)
+
+    with failed_on_error(loggers):
+        if cfg.sft.enabled:
+            warm_path = warm_start(cfg, datamodule, policy, reward, sampler, loggers)
+            with open_dict(cfg):
+                cfg.model.name_or_path = str(warm_path)
+                cfg.model.builder = None
+        lm = instantiate(cfg.model)
+        module = instantiate(cfg.algo, lm=lm, sampler=sampler, policy=policy, reward=reward)
+        callbacks = [instantiate(callback) for callback in cfg.get("callbacks", {}).values()]
+        trainer: L.Trainer = instantiate(cfg.trainer, logger=loggers, callbacks=callbacks)
+
+        trainer.validate(module, datamodule=datamodule, verbose=False)  # eval/* at step 0
+        trainer.fit(module, datamodule=datamodule, ckpt_path=cfg.get("ckpt_path"))
+        if trainer.global_step % cfg.trainer.val_check_interval:
+            trainer.validate(
+                module, datamodule=datamodule, verbose=False
+            )  # eval/* at the last step
+    metrics = {name: float(value) for name, value in trainer.callback_metrics.items()}
+    log.info("Final metrics: %s", {k: round(v, 4) for k, v in sorted(metrics.items())})
+    return metrics
+
+
+@hydra.main(version_base="1.3", config_path="../conf", config_name="train")
+def main(cfg: DictConfig) -> Any:
+    """Command-line entry; returns the optimized metric for hyperparameter sweepers."""
+    metrics = train(cfg)
+    return metrics.get(cfg.get("optimized_metric") or "", None)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,88 @@
+"""What every run writes to MLflow up front: the flattened config, tags and config.yaml."""
+
+from __future__ import annotations
+
+import contextlib
+import subprocess
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from hydra.core.hydra_config import HydraConfig
+from lightning.pytorch.loggers import MLFlowLogger
+from omegaconf import DictConfig, OmegaConf
+
+from src.utils.resolvers import PROJECT_ROOT
+
+
+def flatten(config: Any, prefix: str = "") -> dict[str, Any]:
+    """{'algo': {'kl_beta': 0.1}} -> {'algo.kl_beta': 0.1}; lists stay whole values."""
+    if not isinstance(config, dict):
+        return {prefix: config}
+    flat: dict[str, Any] = {}
+    for key, value in config.items():
+        name = f"{prefix}.{key}" if prefix else str(key)
+        flat.update(flatten(value, name) if isinstance(value, dict) and value else {name: value})
+    return flat
+
+
+def git_commit() -> str:
+    """The repository's HEAD commit, with '-dirty' when tracked files changed; 'unknown' outside git."""
+    try:
+        commit = subprocess.run(
+            ["git", "rev-parse", "HEAD"],
+            cwd=PROJECT_ROOT,
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "status", "--porcelain", "--untracked-files=no"],
+            cwd=PROJECT_ROOT,
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+    return commit + ("-dirty" if dirty else "")
+
+
+def config_choices(cfg: DictConfig) -> dict[str, str]:
+    """Which config of each group was chosen (policy=generator ...), from Hydra when it runs."""
+    choices = HydraConfig.get().runtime.choices if HydraConfig.initialized() else {}
+    return {
+        group: str(choices.get(group, ""))
+        for group in ("task", "policy", "reward", "model", "data", "algo")
+    }
+
+
+def record_run(loggers: list[Any], cfg: DictConfig) -> None:
+    """Log params, tags and the resolved config to every MLflow logger."""
+    resolved = OmegaConf.to_container(cfg, resolve=True)
+    params = {
+        key: value for key, value in flatten(resolved).items() if not key.endswith("_target_")
+    }
+    tags = {**config_choices(cfg), "task": str(cfg.task_name), "git_commit": git_commit()}
+    for logger in loggers:
+        if not isinstance(logger, MLFlowLogger):
+            continue
+        logger.log_hyperparams(params)
+        for key, value in tags.items():
+            logger.experiment.set_tag(logger.run_id, key, value)
+        with tempfile.TemporaryDirectory() as folder:
+            path = Path(folder) / "config.yaml"
+            path.write_text(OmegaConf.to_yaml(cfg, resolve=True))
+            logger.experiment.log_artifact(logger.run_id, str(path))
+
+
+@contextlib.contextmanager
+def failed_on_error(loggers: list[Any]) -> Iterator[None]:
+    """Mark the loggers' runs FAILED when the body raises, so no run is left RUNNING."""
+    try:
+        yield
+    except BaseException:
+        for logger in loggers:
+            logger.finalize("failed")
+        raise

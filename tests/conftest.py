@@ -1,0 +1,63 @@
+"""Shared fixtures: compose the real config (as `python -m src.train` would) and shrink it."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from hydra import compose, initialize_config_dir
+from hydra.core.global_hydra import GlobalHydra
+from hydra.core.hydra_config import HydraConfig
+from omegaconf import DictConfig, open_dict
+
+from src.utils.resolvers import PROJECT_ROOT
+
+CONFIG_DIR = str(PROJECT_ROOT / "conf")
+
+# A run small enough for a 2-core CPU: no warm start, 2 prompts x 4 completions, 4 tokens.
+TINY = [
+    "model=tiny",
+    "sft.enabled=false",
+    "trainer.max_steps=2",
+    "trainer.enable_model_summary=false",
+    "data.batch_size=2",
+    "data.val_size=8",
+    "data.eval_batch_size=8",
+    "algo.group_size=4",
+    "algo.max_completion_length=4",
+    "algo.samples_every_n_steps=1",
+]
+
+
+@pytest.fixture(scope="session")
+def models_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One folder of built models for the whole session: the tiny model is built once."""
+    return tmp_path_factory.mktemp("models")
+
+
+@pytest.fixture
+def make_cfg(tmp_path: Path, models_dir: Path) -> Callable[..., DictConfig]:
+    """Compose `conf/train.yaml` with overrides, writing everything under tmp_path."""
+
+    def make(*overrides: str, tiny: bool = True) -> DictConfig:
+        GlobalHydra.instance().clear()
+        with initialize_config_dir(version_base="1.3", config_dir=CONFIG_DIR):
+            cfg = compose(
+                config_name="train",
+                return_hydra_config=True,
+                overrides=[
+                    *(TINY if tiny else []),
+                    f"paths.output_root={tmp_path / 'outputs'}",
+                    f"paths.models_dir={models_dir}",
+                    f"paths.run_dir={tmp_path / 'run'}",
+                    *overrides,
+                ],
+            )
+        HydraConfig.instance().set_config(cfg)
+        with open_dict(cfg):
+            del cfg["hydra"]
+        return cfg
+
+    yield make
+    GlobalHydra.instance().clear()

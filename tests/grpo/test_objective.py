@@ -1,0 +1,166 @@
+"""Hand-computed checks of the GRPO objective (DESIGN.md section 4)."""
+
+import math
+
+import pytest
+import torch
+
+from src.grpo.objective import group_advantages, grpo_loss, per_token_kl
+
+REWARDS = torch.tensor([1.0, 0.0, 0.0, 0.0, 1.0, 1.0, 1.0, 1.0])
+
+
+def loss(
+    logps,
+    advantages,
+    mask,
+    loss_type="grpo",
+    old=None,
+    ref=None,
+    beta=0.0,
+    eps=(0.2, 0.2),
+    max_len=None,
+):
+    return grpo_loss(
+        logps, old, ref, advantages, mask,
+        beta=beta, epsilon_low=eps[0], epsilon_high=eps[1], loss_type=loss_type, max_completion_length=max_len,
+    )  # fmt: skip
+
+
+def test_group_scale_divides_by_unbiased_group_std():
+    # Group 1: mean 0.25, unbiased std sqrt((0.75^2 + 3 * 0.25^2) / 3) = 0.5.
+    adv = group_advantages(REWARDS, group_size=4, scale="group", eps=0.0)
+    assert adv[:4].tolist() == pytest.approx([1.5, -0.5, -0.5, -0.5])
+
+
+def test_zero_std_group_gets_zero_advantage():
+    adv = group_advantages(REWARDS, group_size=4)
+    assert adv[4:].tolist() == [0.0, 0.0, 0.0, 0.0]
+    assert torch.isfinite(adv).all()
+
+
+def test_batch_scale_divides_by_std_of_all_rewards():
+    # All 8: mean 0.625, squared deviations 5 * 0.375^2 + 3 * 0.625^2 = 1.875, / 7 -> std 0.517549.
+    adv = group_advantages(REWARDS, group_size=4, scale="batch", eps=0.0)
+    assert adv[0].item() == pytest.approx(0.75 / math.sqrt(1.875 / 7))
+    assert adv[4:].tolist() == [0.0] * 4
+
+
+def test_none_scale_only_centres():
+    adv = group_advantages(REWARDS, group_size=4, scale="none")
+    assert adv.tolist() == pytest.approx([0.75, -0.25, -0.25, -0.25, 0, 0, 0, 0])
+
+
+def test_group_advantages_rejects_bad_input():
+    with pytest.raises(ValueError, match="scale"):
+        group_advantages(REWARDS, 4, scale="mean")
+    with pytest.raises(ValueError, match="divisible"):
+        group_advantages(REWARDS, 3)
+
+
+def test_kl_is_zero_when_policies_agree_and_k3_otherwise():
+    logps = torch.tensor([[-1.0, -2.0, -0.3]])
+    assert per_token_kl(logps, logps).abs().max().item() == 0.0
+    # ref/p = 0.5: 0.5 - ln 0.5 - 1 = 0.193147
+    kl = per_token_kl(torch.zeros(1, 1), torch.log(torch.tensor([[0.5]])))
+    assert kl.item() == pytest.approx(0.5 + math.log(2) - 1)
+
+
+MASK = torch.tensor([[1.0, 1.0, 0.0], [1.0, 0.0, 0.0]])
+ADV = torch.tensor([1.0, -1.0])
+
+
+@pytest.mark.parametrize(
+    ("loss_type", "expected"),
+    [
+        ("grpo", 0.0),  # mean of sequence means: (-1 + 1) / 2
+        ("bnpo", -1 / 3),  # token sum / token count: (-1 - 1 + 1) / 3
+        ("dapo", -1 / 3),
+        ("dr_grpo", -1 / 8),  # token sum / (N * max_completion_length) = -1 / (2 * 4)
+    ],
+)
+def test_each_aggregation(loss_type, expected):
+    logps = torch.zeros(2, 3)
+    value, _ = loss(logps, ADV, MASK, loss_type, max_len=4)
+    assert value.item() == pytest.approx(expected)
+
+
+def test_dr_grpo_needs_max_completion_length():
+    with pytest.raises(ValueError, match="max_completion_length"):
+        loss(torch.zeros(2, 3), ADV, MASK, "dr_grpo")
+
+
+def test_unknown_loss_type_is_rejected():
+    with pytest.raises(ValueError, match="loss_type"):
+        loss(torch.zeros(2, 3), ADV, MASK, "ppo")
+
+
+@pytest.mark.parametrize("loss_type", ["grpo", "bnpo", "dr_grpo", "dapo"])
+def test_padding_never_counts(loss_type):
+    logps = torch.zeros(2, 3)
+    old = torch.zeros(2, 3)
+    garbage_logps = logps.clone()
+    garbage_logps[MASK == 0] = 7.0  # ratio e^7 on padded tokens, clipped or not
+    ref = torch.full((2, 3), -3.0)
+    clean, clean_m = loss(logps, ADV, MASK, loss_type, old=old, ref=ref, beta=0.1, max_len=3)
+    dirty = garbage_logps.requires_grad_()
+    noisy, noisy_m = loss(dirty, ADV, MASK, loss_type, old=old, ref=ref, beta=0.1, max_len=3)
+    assert noisy.item() == pytest.approx(clean.item())
+    assert {k: v.item() for k, v in noisy_m.items()} == pytest.approx(
+        {k: v.item() for k, v in clean_m.items()}
+    )
+    noisy.backward()
+    assert (dirty.grad[MASK == 0] == 0).all()
+    assert (dirty.grad[MASK == 1] != 0).all()
+
+
+def test_clip_ratios_count_the_right_tokens():
+    old = torch.zeros(2, 4)
+    ratios = torch.tensor([[1.5, 1.1, 0.5, 1.5], [0.5, 1.5, 0.9, 0.5]])
+    mask = torch.tensor([[1.0, 1.0, 1.0, 0.0], [1.0, 1.0, 1.0, 0.0]])
+    # Row 0 (A > 0): only 1.5 is clipped high (0.5 is not clipped: the min keeps the smaller term).
+    # Row 1 (A < 0): only 0.5 is clipped low. The last column is padding and never counts.
+    _, metrics = loss(torch.log(ratios), ADV, mask, "grpo", old=old)
+    assert metrics["clip_ratio/high_mean"].item() == pytest.approx(1 / 6)
+    assert metrics["clip_ratio/low_mean"].item() == pytest.approx(1 / 6)
+    assert metrics["clip_ratio/region_mean"].item() == pytest.approx(2 / 6)
+
+
+def test_asymmetric_clip_uses_epsilon_high():
+    old = torch.zeros(1, 1)
+    logps = torch.log(torch.tensor([[1.25]]))
+    adv = torch.tensor([1.0])
+    mask = torch.ones(1, 1)
+    _, symmetric = loss(logps, adv, mask, old=old, eps=(0.2, 0.2))
+    _, dapo = loss(logps, adv, mask, old=old, eps=(0.2, 0.28))
+    assert symmetric["clip_ratio/high_mean"].item() == 1.0
+    assert dapo["clip_ratio/high_mean"].item() == 0.0
+
+
+def test_clipped_tokens_get_no_gradient():
+    old = torch.zeros(1, 2)
+    logps = torch.log(torch.tensor([[1.5, 1.1]])).requires_grad_()
+    value, _ = loss(logps, torch.tensor([1.0]), torch.ones(1, 2), old=old)
+    value.backward()
+    assert logps.grad[0, 0].item() == 0.0
+    # grpo: -(1/2) * ratio * A on the unclipped token: d/dlogp = -0.5 * 1.1
+    assert logps.grad[0, 1].item() == pytest.approx(-0.55)
+
+
+def test_kl_term_adds_beta_times_k3():
+    logps = torch.zeros(1, 2)
+    ref = torch.log(torch.full((1, 2), 0.5))
+    value, metrics = loss(logps, torch.tensor([0.0]), torch.ones(1, 2), ref=ref, beta=0.1)
+    k3 = 0.5 + math.log(2) - 1
+    assert metrics["kl"].item() == pytest.approx(k3)
+    assert value.item() == pytest.approx(0.1 * k3)
+    without, no_kl = loss(logps, torch.tensor([0.0]), torch.ones(1, 2), ref=ref, beta=0.0)
+    assert without.item() == 0.0 and no_kl["kl"].item() == 0.0
+
+
+def test_plain_policy_gradient_when_old_is_none():
+    # ratio == 1 with gradient d ratio / d logp = 1: grad = -A / (tokens in the sequence) / N.
+    logps = torch.zeros(2, 3, requires_grad=True)
+    value, _ = loss(logps, ADV, MASK, "grpo")
+    value.backward()
+    assert logps.grad.flatten().tolist() == pytest.approx([-0.25, -0.25, 0.0, 0.5, 0.0, 0.0])

@@ -1,0 +1,168 @@
+"""End-to-end: the real config, composed and shrunk, trains and leaves its record in MLflow."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import mlflow
+import pytest
+
+from src.data.files import DataFileError
+from src.train import train
+from src.utils.resolvers import PROJECT_ROOT
+
+STEP_METRICS = [
+    "reward",
+    "reward_std",
+    "rewards/accuracy/mean",
+    "rewards/accuracy/std",
+    "frac_reward_zero_std",
+    "kl",
+    "entropy",
+    "clip_ratio/low_mean",
+    "clip_ratio/high_mean",
+    "clip_ratio/region_mean",
+    "completions/mean_length",
+    "completions/clipped_ratio",
+    "num_tokens",
+    "step_time",
+    "loss",
+    "learning_rate",
+]
+
+
+def only_run(cfg) -> mlflow.entities.Run:
+    client = mlflow.MlflowClient(tracking_uri=cfg.paths.mlflow_uri)
+    experiment = client.get_experiment_by_name(cfg.task_name)
+    runs = client.search_runs([experiment.experiment_id])
+    assert len(runs) == 1
+    return runs[0]
+
+
+def metric_steps(cfg, run, name) -> list[int]:
+    client = mlflow.MlflowClient(tracking_uri=cfg.paths.mlflow_uri)
+    return sorted(m.step for m in client.get_metric_history(run.info.run_id, name))
+
+
+def test_two_grpo_steps_leave_a_full_mlflow_record(make_cfg):
+    cfg = make_cfg()
+    train(cfg)
+    run = only_run(cfg)
+    for name in STEP_METRICS:
+        assert metric_steps(cfg, run, name) == [1, 2], name
+    assert metric_steps(cfg, run, "eval/accuracy") == [0, 2]
+    assert run.data.params["algo.group_size"] == "4"
+    assert run.data.params["model.builder.hidden_size"] == "128"
+    assert "algo._target_" not in run.data.params
+    tags = run.data.tags
+    assert tags["task"] == "arithmetic"
+    assert (
+        tags["policy"] == "generator" and tags["reward"] == "accuracy" and tags["model"] == "tiny"
+    )
+    assert len(tags["git_commit"]) >= 7
+    client = mlflow.MlflowClient(tracking_uri=cfg.paths.mlflow_uri)
+    artifacts = {a.path for a in client.list_artifacts(run.info.run_id)}
+    assert "config.yaml" in artifacts
+    samples = [a.path for a in client.list_artifacts(run.info.run_id, "samples")]
+    assert samples == ["samples/step_000001.json", "samples/step_000002.json"]
+    table = json.loads(Path(client.download_artifacts(run.info.run_id, samples[0])).read_text())
+    assert {"prompt", "completion", "reward", "accuracy", "advantage"} <= set(table["columns"])
+    assert len(table["data"]) == 2 * 4  # B prompts x G completions
+
+
+def test_kl_lora_and_several_iterations(make_cfg):
+    cfg = make_cfg(
+        "hardware=[cpu,lora]", "algo.kl_beta=0.1", "algo.num_iterations=2", "trainer.max_steps=4"
+    )
+    train(cfg)
+    run = only_run(cfg)
+    assert metric_steps(cfg, run, "loss") == [1, 2, 3, 4]
+    client = mlflow.MlflowClient(tracking_uri=cfg.paths.mlflow_uri)
+    kl = [m.value for m in client.get_metric_history(run.info.run_id, "kl")]
+    assert kl[0] == pytest.approx(0.0, abs=1e-6)  # the first update starts at the reference
+    assert run.data.params["model.lora.r"] == "16"
+
+
+def test_frozen_reference_copy_without_lora(make_cfg):
+    cfg = make_cfg("algo.kl_beta=0.05", "algo.loss_type=dr_grpo", "algo.scale_rewards=none")
+    metrics = train(cfg)
+    assert "kl" in metrics
+
+
+def test_local_data_file(make_cfg, tmp_path):
+    path = tmp_path / "sums.jsonl"
+    rows = [{"question": f"What is {a} + 1?", "answer": str(a + 1)} for a in range(20)]
+    path.write_text("\n".join(json.dumps(row) for row in rows))
+    cfg = make_cfg(f"data.path={path}", "data.val_size=4", "trainer.max_steps=1")
+    metrics = train(cfg)
+    assert 0.0 <= metrics["eval/accuracy"] <= 1.0
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        ("", "holds no rows"),
+        (
+            '{"question": "What is 1 + 1?", "answer": "2"}\n{"question": broken\n',
+            "sums.jsonl:2: malformed JSON",
+        ),
+        ('{"question": "What is 1 + 1?"}\n', "line 1: missing field(s) ['answer']"),
+    ],
+)
+def test_bad_data_file_names_file_and_line(make_cfg, tmp_path, content, message):
+    path = tmp_path / "sums.jsonl"
+    path.write_text(content)
+    cfg = make_cfg(f"data.path={path}")
+    with pytest.raises(
+        DataFileError,
+        match=message.replace("(", r"\(")
+        .replace(")", r"\)")
+        .replace("[", r"\[")
+        .replace("]", r"\]"),
+    ):
+        train(cfg)
+    assert not (tmp_path / "outputs" / "mlflow.db").exists()  # failed before anything was written
+
+
+def run_cli(*args: str, cwd=PROJECT_ROOT) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "src.train", *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+
+
+def test_cfg_job_prints_the_config():
+    result = run_cli("--cfg", "job")
+    assert result.returncode == 0, result.stderr
+    assert "group_size: 8" in result.stdout and "task_name: arithmetic" in result.stdout
+
+
+def test_unknown_reward_names_the_value():
+    result = run_cli("reward=no_such_reward")
+    assert result.returncode != 0
+    assert "Could not find 'reward/no_such_reward'" in result.stderr
+
+
+@pytest.mark.slow
+def test_command_line_overrides(tmp_path):
+    result = run_cli(
+        "algo.kl_beta=0.1",
+        "algo.group_size=4",
+        "trainer.max_steps=3",
+        "model=tiny",
+        "sft.enabled=false",
+        "data.batch_size=2",
+        "data.val_size=16",
+        f"paths.output_root={tmp_path}",
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    client = mlflow.MlflowClient(tracking_uri=f"sqlite:///{tmp_path}/mlflow.db")
+    run = client.search_runs([client.get_experiment_by_name("arithmetic").experiment_id])[0]
+    assert run.data.params["algo.kl_beta"] == "0.1"
+    assert [m.step for m in client.get_metric_history(run.info.run_id, "kl")] == [1, 2, 3]
