@@ -11,6 +11,8 @@ from hydra.core.global_hydra import GlobalHydra
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, open_dict
 
+from src.model.causal_lm import CausalLM, load_causal_lm
+from src.model.tiny import build_tiny_llama
 from src.utils.resolvers import PROJECT_ROOT
 
 CONFIG_DIR = str(PROJECT_ROOT / "conf")
@@ -34,6 +36,12 @@ TINY = [
 def models_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """One folder of built models for the whole session: the tiny model is built once."""
     return tmp_path_factory.mktemp("models")
+
+
+@pytest.fixture(scope="session")
+def tiny_lm(models_dir: Path) -> CausalLM:
+    """The built-in tiny Llama, loaded through `load_causal_lm` (random weights, seed 0)."""
+    return load_causal_lm(str(models_dir / "tiny_llama_h128_l4"), builder=build_tiny_llama)
 
 
 @pytest.fixture

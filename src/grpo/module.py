@@ -24,6 +24,8 @@ from src.reward.combine import CombinedReward
 
 # Checkpoints taken after the step's updates are exactly what resuming needs.
 warnings.filterwarnings("ignore", message="Using ModelCheckpoint with manual optimization")
+# The frozen reference copy is in eval mode on purpose.
+warnings.filterwarnings("ignore", message=r"Found \d+ module\(s\) in eval mode")
 
 
 class GRPOModule(L.LightningModule):

@@ -14,9 +14,10 @@ from pathlib import Path
 from typing import Any
 
 import lightning as L
+import torch
 from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
-from torch.utils.data import DataLoader
+from torch.utils.data import DataLoader, RandomSampler
 
 from src.data.datamodule import PromptDataModule, keep_rows
 from src.sft.module import SFTModule
@@ -61,7 +62,7 @@ def warm_start(
     trainer = L.Trainer(
         max_steps=sft.max_steps,
         max_epochs=-1,
-        val_check_interval=sft.check_every_n_steps,
+        val_check_interval=min(sft.check_every_n_steps, sft.max_steps),
         check_val_every_n_epoch=None,
         num_sanity_val_steps=0,
         logger=loggers,
@@ -72,8 +73,14 @@ def warm_start(
         callbacks=[StepProgressBar()],
         enable_model_summary=False,
     )
+    # One pass of the sampler is the whole warm start, so the progress bar counts steps.
+    order = RandomSampler(
+        train_rows,
+        num_samples=sft.max_steps * sft.batch_size,
+        generator=torch.Generator().manual_seed(cfg.seed),
+    )
     train_loader = DataLoader(
-        train_rows, batch_size=sft.batch_size, shuffle=True, collate_fn=keep_rows, drop_last=True
+        train_rows, batch_size=sft.batch_size, sampler=order, collate_fn=keep_rows
     )
     check_loader = DataLoader(
         check_rows, batch_size=datamodule.eval_batch_size, collate_fn=keep_rows

@@ -1,0 +1,108 @@
+"""Loading models and scoring completions: the numbers GRPO's ratios are built from."""
+
+import pytest
+import torch
+
+from src.model.causal_lm import load_causal_lm
+from src.model.tiny import build_tiny_llama, byte_level_tokenizer
+from src.rollout.hf import HFSampler
+
+
+def test_byte_level_tokenizer_round_trips_any_text():
+    tokenizer = byte_level_tokenizer()
+    text = "What is 37 + 48?\nAnswer: 85 — ok é"
+    ids = tokenizer(text, add_special_tokens=False)["input_ids"]
+    assert tokenizer.decode(ids) == text
+    assert len(tokenizer) == 259 and tokenizer.eos_token_id == 258
+
+
+def test_tiny_model_is_built_once_and_loaded_back(tmp_path):
+    folder = tmp_path / "tiny"
+    lm = load_causal_lm(str(folder), builder=build_tiny_llama)
+    assert (folder / "config.json").exists() and (folder / "tokenizer.json").exists()
+    assert 1.0e6 < sum(p.numel() for p in lm.parameters()) < 1.2e6
+    assert lm.network.training  # loaded for training
+    stamp = (folder / "config.json").stat().st_mtime_ns
+    load_causal_lm(str(folder), builder=build_tiny_llama)
+    assert (folder / "config.json").stat().st_mtime_ns == stamp
+
+
+def test_missing_model_names_the_path(tmp_path):
+    with pytest.raises(OSError, match="no_such_model"):
+        load_causal_lm(str(tmp_path / "no_such_model"))
+
+
+def test_unknown_dtype_is_rejected(tmp_path):
+    with pytest.raises(ValueError, match="model.dtype"):
+        load_causal_lm(str(tmp_path), dtype="float8")
+
+
+def test_log_probs_do_not_depend_on_left_padding(tiny_lm):
+    sampler = HFSampler(max_completion_length=4)
+    prompts = ["What is 12 + 30?\nAnswer:", "Hi"]
+    torch.manual_seed(0)
+    batched = sampler.sample(tiny_lm, prompts, group_size=1)
+    together, _ = tiny_lm.log_probs(batched)
+    for row in range(2):
+        alone = tiny_lm.encode_prompts([prompts[row]])
+        ids = torch.cat([alone["input_ids"], batched.completion_ids[row : row + 1]], dim=1)
+        mask = torch.cat([alone["attention_mask"], batched.completion_mask[row : row + 1]], dim=1)
+        single, _ = tiny_lm.token_log_probs(ids, mask, batched.completion_ids.size(1))
+        counted = batched.completion_mask[row].bool()
+        assert torch.allclose(together[row][counted], single[0][counted], atol=1e-5)
+
+
+def test_log_probs_match_the_sampling_distribution(tiny_lm):
+    # Greedy tokens are the argmax of the model's distribution: each must be the likeliest.
+    sampler = HFSampler(max_completion_length=3)
+    rollout = sampler.sample(tiny_lm, ["What is 5 + 5?\nAnswer:"], group_size=1, greedy=True)
+    ids = torch.cat([rollout.prompt_ids, rollout.completion_ids], dim=1)
+    mask = torch.cat([rollout.prompt_mask, rollout.completion_mask], dim=1)
+    position_ids = (mask.cumsum(1) - 1).clamp(min=0)
+    logits = tiny_lm.network(input_ids=ids, attention_mask=mask, position_ids=position_ids).logits
+    best = torch.log_softmax(logits[0, -4:-1], -1).max(-1).values
+    logps, entropy = tiny_lm.log_probs(rollout, with_entropy=True)
+    assert torch.allclose(logps[0], best, atol=1e-5)
+    assert (entropy > 0).all() and (entropy <= torch.log(torch.tensor(259.0)) + 1e-4).all()
+
+
+def test_lora_reference_is_the_base_model(tmp_path, tiny_lm):
+    lm = load_causal_lm(
+        tiny_lm.network.name_or_path, lora={"r": 4, "lora_alpha": 8, "target_modules": "all-linear"}
+    )
+    assert lm.uses_lora
+    trainable = sum(p.numel() for p in lm.parameters() if p.requires_grad)
+    assert 0 < trainable < 0.2 * sum(p.numel() for p in lm.parameters())
+    rollout = HFSampler(max_completion_length=3).sample(lm, ["Hi"], group_size=2)
+    with torch.no_grad():
+        for param in lm.network.parameters():
+            if param.requires_grad:
+                param.add_(0.5)
+        adapted, _ = lm.log_probs(rollout)
+        with lm.adapter_disabled():
+            reference, _ = lm.log_probs(rollout)
+        base, _ = tiny_lm.log_probs(rollout)
+    assert torch.allclose(reference, base, atol=1e-5)
+    assert not torch.allclose(adapted, base, atol=1e-3)
+    merged = lm.save(tmp_path / "merged")
+    reloaded = load_causal_lm(str(merged))
+    assert not reloaded.uses_lora
+    assert torch.allclose(reloaded.log_probs(rollout)[0], adapted, atol=1e-4)
+
+
+def test_four_bit_loading_with_lora(tiny_lm):
+    pytest.importorskip("bitsandbytes")
+    lm = load_causal_lm(
+        tiny_lm.network.name_or_path,
+        load_in_4bit=True,
+        lora={"r": 4, "lora_alpha": 8, "target_modules": "all-linear"},
+    )
+    assert (
+        getattr(lm.network, "is_loaded_in_4bit", False)
+        or lm.network.base_model.model.is_loaded_in_4bit
+    )
+    rollout = HFSampler(max_completion_length=3).sample(lm, ["Hi"], group_size=2)
+    logps, _ = lm.log_probs(rollout)
+    logps[rollout.completion_mask.bool()].sum().backward()
+    grads = [p.grad for p in lm.parameters() if p.requires_grad]
+    assert grads and all(g is not None for g in grads)
