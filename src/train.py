@@ -42,12 +42,12 @@ def train(cfg: DictConfig) -> dict[str, float]:
         callbacks = [instantiate(callback) for callback in cfg.get("callbacks", {}).values()]
         trainer: L.Trainer = instantiate(cfg.trainer, logger=loggers, callbacks=callbacks)
 
-        trainer.validate(module, datamodule=datamodule, verbose=False)  # eval/* at step 0
+        # Held-out evaluation at step 0, every val_check_interval steps, and at the last step.
+        if cfg.get("ckpt_path") is None:
+            trainer.validate(module, datamodule=datamodule, verbose=False)
         trainer.fit(module, datamodule=datamodule, ckpt_path=cfg.get("ckpt_path"))
         if trainer.global_step % cfg.trainer.val_check_interval:
-            trainer.validate(
-                module, datamodule=datamodule, verbose=False
-            )  # eval/* at the last step
+            trainer.validate(module, datamodule=datamodule, verbose=False)
     metrics = {name: float(value) for name, value in trainer.callback_metrics.items()}
     log.info("Final metrics: %s", {k: round(v, 4) for k, v in sorted(metrics.items())})
     return metrics

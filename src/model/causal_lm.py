@@ -172,6 +172,7 @@ def load_causal_lm(
     if load_in_4bit:
         from peft import prepare_model_for_kbit_training
 
+        keep_4bit_differentiable_on_cpu(network)
         network = prepare_model_for_kbit_training(
             network, use_gradient_checkpointing=gradient_checkpointing
         )
@@ -180,3 +181,14 @@ def load_causal_lm(
 
         network = get_peft_model(network, LoraConfig(task_type="CAUSAL_LM", **lora))
     return CausalLM(network, tokenizer, max_prompt_length)
+
+
+def keep_4bit_differentiable_on_cpu(network: nn.Module) -> None:
+    """Stop bitsandbytes repacking 4-bit weights for CPU inference on the first eval forward.
+
+    Once repacked, every later forward, training ones included, uses a kernel without
+    autograd, so gradients through the frozen layers are silently dropped.
+    """
+    for module in network.modules():
+        if hasattr(module, "support_avx512bf16_for_cpu"):
+            module.support_avx512bf16_for_cpu = False

@@ -16,6 +16,7 @@ from typing import Any
 import lightning as L
 import torch
 from hydra.utils import instantiate
+from lightning.pytorch.loggers import MLFlowLogger
 from omegaconf import DictConfig, OmegaConf
 from torch.utils.data import DataLoader, RandomSampler
 
@@ -50,6 +51,9 @@ def warm_start(
 ) -> Path:
     """Return the folder of the warm-started model, training it first if it is not cached."""
     folder = Path(cfg.sft.cache_dir) / f"{cfg.task_name}-{cache_key(cfg)}"
+    for logger in loggers:
+        if isinstance(logger, MLFlowLogger):
+            logger.experiment.set_tag(logger.run_id, "warm_start", str(folder))
     if (folder / DONE).exists():
         log.info("SFT warm start: reusing %s", folder)
         return folder

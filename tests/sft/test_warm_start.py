@@ -33,6 +33,7 @@ def test_warm_start_runs_once_then_is_reused(make_cfg, monkeypatch):
     run = client.search_runs([client.get_experiment_by_name("arithmetic").experiment_id])[0]
     assert [m.step for m in client.get_metric_history(run.info.run_id, "sft/eval_reward")] == [2, 5]
     assert run.data.params["model.name_or_path"].endswith("tiny_llama_h128_l4")
+    assert run.data.tags["warm_start"] == str(folder)
 
     def no_training(*args, **kwargs):
         raise AssertionError("the cached warm start was trained again")
