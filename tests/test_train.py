@@ -166,3 +166,12 @@ def test_command_line_overrides(tmp_path):
     run = client.search_runs([client.get_experiment_by_name("arithmetic").experiment_id])[0]
     assert run.data.params["algo.kl_beta"] == "0.1"
     assert [m.step for m in client.get_metric_history(run.info.run_id, "kl")] == [1, 2, 3]
+
+
+def test_a_run_that_fails_is_marked_failed(make_cfg, tmp_path):
+    cfg = make_cfg(f"model.name_or_path={tmp_path / 'missing_model'}", "model.builder=null")
+    with pytest.raises(OSError, match="missing_model"):
+        train(cfg)
+    run = only_run(cfg)
+    assert run.info.status == "FAILED"
+    assert run.data.params["model.name_or_path"].endswith("missing_model")  # the record survives

@@ -15,7 +15,7 @@ from typing import Any
 
 import lightning as L
 import torch
-from torch import Tensor, nn
+from torch import Tensor
 
 from src.grpo.objective import LOSS_TYPES, SCALES, group_advantages, grpo_loss
 from src.model.causal_lm import CausalLM
@@ -84,9 +84,10 @@ class GRPOModule(L.LightningModule):
         self.temperature = float(getattr(sampler, "temperature", 1.0))
         self.samples_every_n_steps = samples_every_n_steps
         # The reference policy: the disabled adapter under LoRA, else a frozen copy of the start.
-        self.reference: nn.Module | None = None
+        self.reference: CausalLM | None = None
         if kl_beta != 0.0 and not lm.uses_lora:
-            self.reference = copy.deepcopy(lm.network).eval().requires_grad_(False)
+            frozen = copy.deepcopy(lm.network).eval().requires_grad_(False)
+            self.reference = CausalLM(frozen, lm.tokenizer)
         self.eval_scores: dict[str, list[Tensor]] = {}  # held-out scores of the current evaluation
         self.num_tokens = 0
         self.last_samples: list[dict[str, Any]] = []  # read by the samples-table callback
@@ -111,8 +112,7 @@ class GRPOModule(L.LightningModule):
         if self.reference is None:
             with self.lm.adapter_disabled():
                 return self.lm.log_probs(episode.rollout, self.temperature)[0]
-        reference = CausalLM(self.reference, self.lm.tokenizer)
-        return reference.log_probs(episode.rollout, self.temperature)[0]
+        return self.reference.log_probs(episode.rollout, self.temperature)[0]
 
     def training_step(self, batch: list[dict[str, Any]], batch_idx: int) -> None:
         started = time.perf_counter()
