@@ -2,6 +2,12 @@
 
 from __future__ import annotations
 
+import os
+
+# Tests never reach a model hub: fail at once instead of retrying for a minute. Set before
+# transformers is imported, which reads it once.
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
 from collections.abc import Callable
 from pathlib import Path
 

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import mlflow
 import pytest
+from hydra.errors import InstantiationException
 
 from src.data.files import DataFileError
 from src.train import train
@@ -149,7 +150,6 @@ def test_unknown_reward_names_the_value():
     assert "Could not find 'reward/no_such_reward'" in result.stderr
 
 
-@pytest.mark.slow
 def test_command_line_overrides(tmp_path):
     result = run_cli(
         "algo.kl_beta=0.1",
@@ -170,8 +170,36 @@ def test_command_line_overrides(tmp_path):
 
 def test_a_run_that_fails_is_marked_failed(make_cfg, tmp_path):
     cfg = make_cfg(f"model.name_or_path={tmp_path / 'missing_model'}", "model.builder=null")
-    with pytest.raises(OSError, match="missing_model"):
+    with pytest.raises(InstantiationException, match="no model folder at .*missing_model"):
         train(cfg)
     run = only_run(cfg)
     assert run.info.status == "FAILED"
     assert run.data.params["model.name_or_path"].endswith("missing_model")  # the record survives
+
+
+def test_four_bit_lora_spelling(make_cfg):
+    cfg = make_cfg("hardware=[4bit,lora]", "algo.kl_beta=0.04")
+    assert cfg.model.load_in_4bit and cfg.model.lora.r == 16
+    metrics = train(cfg)
+    assert metrics["kl"] >= 0.0
+    assert metric_steps(cfg, only_run(cfg), "loss") == [1, 2]
+
+
+def test_command_line_data_path(tmp_path):
+    path = tmp_path / "sums.json"
+    path.write_text(
+        json.dumps([{"question": f"What is {a} + 2?", "answer": str(a + 2)} for a in range(12)])
+    )
+    result = run_cli(
+        f"data.path={path}",
+        "data.val_size=4",
+        "sft.enabled=false",
+        "trainer.max_steps=1",
+        "algo.max_completion_length=4",
+        f"paths.output_root={tmp_path}",
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    client = mlflow.MlflowClient(tracking_uri=f"sqlite:///{tmp_path}/mlflow.db")
+    run = client.search_runs([client.get_experiment_by_name("arithmetic").experiment_id])[0]
+    assert run.data.params["data.path"] == str(path)
+    assert [m.step for m in client.get_metric_history(run.info.run_id, "eval/accuracy")] == [0, 1]

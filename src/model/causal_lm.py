@@ -146,6 +146,9 @@ def load_causal_lm(
     if builder is not None and not (Path(name_or_path) / "config.json").exists():
         log.info("Building model folder %s", name_or_path)
         builder(name_or_path)
+    looks_local = Path(name_or_path).is_absolute() or name_or_path.startswith(".")
+    if looks_local and not Path(name_or_path).is_dir():
+        raise FileNotFoundError(f"model.name_or_path: no model folder at {name_or_path}")
     kwargs: dict[str, Any] = {"dtype": DTYPES[dtype], "trust_remote_code": trust_remote_code}
     if load_in_4bit:
         from transformers import BitsAndBytesConfig

@@ -30,8 +30,10 @@ def test_tiny_model_is_built_once_and_loaded_back(tmp_path):
 
 
 def test_missing_model_names_the_path(tmp_path):
-    with pytest.raises(OSError, match="no_such_model"):
+    with pytest.raises(FileNotFoundError, match="no model folder at .*no_such_model"):
         load_causal_lm(str(tmp_path / "no_such_model"))
+    with pytest.raises(OSError, match="no-such-org/no-such-model"):
+        load_causal_lm("no-such-org/no-such-model")  # a hub name: offline, the hub cannot help
 
 
 def test_unknown_dtype_is_rejected(tmp_path):
