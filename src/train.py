@@ -15,7 +15,7 @@ from hydra.utils import instantiate
 from omegaconf import DictConfig, open_dict
 
 from src.sft.warm_start import warm_start
-from src.utils.run_record import failed_on_error, record_run
+from src.utils.run_record import recorded_run
 
 log = logging.getLogger(__name__)
 
@@ -29,9 +29,7 @@ def train(cfg: DictConfig) -> dict[str, float]:
     reward = instantiate(cfg.reward)
     sampler = instantiate(cfg.rollout)
     loggers = [instantiate(logger) for logger in cfg.get("logger", {}).values()]
-    record_run(loggers, cfg)
-
-    with failed_on_error(loggers):
+    with recorded_run(loggers, cfg):
         if cfg.sft.enabled:
             warm_path = warm_start(cfg, datamodule, policy, reward, sampler, loggers)
             with open_dict(cfg):

@@ -7,6 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import lightning
 import mlflow
 import pytest
 from hydra.errors import InstantiationException
@@ -203,3 +204,18 @@ def test_command_line_data_path(tmp_path):
     run = client.search_runs([client.get_experiment_by_name("arithmetic").experiment_id])[0]
     assert run.data.params["data.path"] == str(path)
     assert [m.step for m in client.get_metric_history(run.info.run_id, "eval/accuracy")] == [0, 1]
+
+
+def test_run_stays_running_until_the_experiment_ends(make_cfg, monkeypatch):
+    statuses = []
+    original_fit = lightning.Trainer.fit
+
+    def fit_and_look(trainer, *args, **kwargs):
+        statuses.append(only_run(cfg).info.status)  # after the step-0 evaluation
+        return original_fit(trainer, *args, **kwargs)
+
+    cfg = make_cfg()
+    monkeypatch.setattr(lightning.Trainer, "fit", fit_and_look)
+    train(cfg)
+    assert statuses == ["RUNNING"]
+    assert only_run(cfg).info.status == "FINISHED"

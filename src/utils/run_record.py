@@ -78,11 +78,15 @@ def record_run(loggers: list[Any], cfg: DictConfig) -> None:
 
 
 @contextlib.contextmanager
-def failed_on_error(loggers: list[Any]) -> Iterator[None]:
-    """Mark the loggers' runs FAILED when the body raises, so no run is left RUNNING."""
+def recorded_run(loggers: list[Any], cfg: DictConfig) -> Iterator[None]:
+    """Open the run's record (params, tags, config) and close it FINISHED, or FAILED if the
+    body raises, so that no run is left RUNNING and nothing logged before a failure is lost."""
     try:
+        record_run(loggers, cfg)
         yield
     except BaseException:
         for logger in loggers:
             logger.finalize("failed")
         raise
+    for logger in loggers:
+        getattr(logger, "end_run", logger.finalize)()
