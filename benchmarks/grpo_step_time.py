@@ -16,12 +16,9 @@ import tempfile
 import time
 
 import mlflow
-from hydra import compose, initialize_config_dir
-from hydra.core.hydra_config import HydraConfig
-from omegaconf import open_dict
 
 from src.train import train
-from src.utils.resolvers import PROJECT_ROOT
+from src.utils.compose import compose_train_config
 
 
 def main() -> None:
@@ -44,11 +41,7 @@ def main() -> None:
             f"paths.run_dir={folder}/run",
             *args.overrides,
         ]
-        with initialize_config_dir(version_base="1.3", config_dir=str(PROJECT_ROOT / "conf")):
-            cfg = compose("train", overrides=overrides, return_hydra_config=True)
-        HydraConfig.instance().set_config(cfg)
-        with open_dict(cfg):
-            del cfg["hydra"]
+        cfg = compose_train_config(overrides)
         started = time.perf_counter()
         train(cfg)
         total = time.perf_counter() - started

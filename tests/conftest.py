@@ -12,16 +12,12 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from hydra import compose, initialize_config_dir
 from hydra.core.global_hydra import GlobalHydra
-from hydra.core.hydra_config import HydraConfig
-from omegaconf import DictConfig, open_dict
+from omegaconf import DictConfig
 
 from src.model.causal_lm import CausalLM, load_causal_lm
 from src.model.tiny import build_tiny_llama
-from src.utils.resolvers import PROJECT_ROOT
-
-CONFIG_DIR = str(PROJECT_ROOT / "conf")
+from src.utils.compose import compose_train_config
 
 # A run small enough for a 2-core CPU: no warm start, 2 prompts x 4 completions, 4 tokens.
 TINY = [
@@ -55,23 +51,15 @@ def make_cfg(tmp_path: Path, models_dir: Path) -> Callable[..., DictConfig]:
     """Compose `conf/train.yaml` with overrides, writing everything under tmp_path."""
 
     def make(*overrides: str, tiny: bool = True) -> DictConfig:
-        GlobalHydra.instance().clear()
-        with initialize_config_dir(version_base="1.3", config_dir=CONFIG_DIR):
-            cfg = compose(
-                config_name="train",
-                return_hydra_config=True,
-                overrides=[
-                    *(TINY if tiny else []),
-                    f"paths.output_root={tmp_path / 'outputs'}",
-                    f"paths.models_dir={models_dir}",
-                    f"paths.run_dir={tmp_path / 'run'}",
-                    *overrides,
-                ],
-            )
-        HydraConfig.instance().set_config(cfg)
-        with open_dict(cfg):
-            del cfg["hydra"]
-        return cfg
+        return compose_train_config(
+            [
+                *(TINY if tiny else []),
+                f"paths.output_root={tmp_path / 'outputs'}",
+                f"paths.models_dir={models_dir}",
+                f"paths.run_dir={tmp_path / 'run'}",
+                *overrides,
+            ]
+        )
 
     yield make
     GlobalHydra.instance().clear()

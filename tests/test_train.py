@@ -139,6 +139,14 @@ def run_cli(*args: str, cwd=PROJECT_ROOT) -> subprocess.CompletedProcess:
     )
 
 
+def cli_run_record(result: subprocess.CompletedProcess, output_root: Path):
+    """The MLflow client and the one run a successful command left under output_root."""
+    assert result.returncode == 0, result.stderr[-3000:]
+    client = mlflow.MlflowClient(tracking_uri=f"sqlite:///{output_root}/mlflow.db")
+    (run,) = client.search_runs([client.get_experiment_by_name("arithmetic").experiment_id])
+    return client, run
+
+
 def test_cfg_job_prints_the_config():
     result = run_cli("--cfg", "job")
     assert result.returncode == 0, result.stderr
@@ -162,9 +170,7 @@ def test_command_line_overrides(tmp_path):
         "data.val_size=16",
         f"paths.output_root={tmp_path}",
     )
-    assert result.returncode == 0, result.stderr[-3000:]
-    client = mlflow.MlflowClient(tracking_uri=f"sqlite:///{tmp_path}/mlflow.db")
-    run = client.search_runs([client.get_experiment_by_name("arithmetic").experiment_id])[0]
+    client, run = cli_run_record(result, tmp_path)
     assert run.data.params["algo.kl_beta"] == "0.1"
     assert [m.step for m in client.get_metric_history(run.info.run_id, "kl")] == [1, 2, 3]
 
@@ -199,9 +205,7 @@ def test_command_line_data_path(tmp_path):
         "algo.max_completion_length=4",
         f"paths.output_root={tmp_path}",
     )
-    assert result.returncode == 0, result.stderr[-3000:]
-    client = mlflow.MlflowClient(tracking_uri=f"sqlite:///{tmp_path}/mlflow.db")
-    run = client.search_runs([client.get_experiment_by_name("arithmetic").experiment_id])[0]
+    client, run = cli_run_record(result, tmp_path)
     assert run.data.params["data.path"] == str(path)
     assert [m.step for m in client.get_metric_history(run.info.run_id, "eval/accuracy")] == [0, 1]
 
