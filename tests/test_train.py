@@ -223,3 +223,9 @@ def test_run_stays_running_until_the_experiment_ends(make_cfg, monkeypatch):
     train(cfg)
     assert statuses == ["RUNNING"]
     assert only_run(cfg).info.status == "FINISHED"
+
+
+def test_max_steps_inside_a_rollouts_updates(make_cfg):
+    cfg = make_cfg("algo.num_iterations=2", "trainer.max_steps=3")
+    train(cfg)
+    assert metric_steps(cfg, only_run(cfg), "loss") == [1, 2, 3]

@@ -134,6 +134,8 @@ class GRPOModule(L.LightningModule):
         optimizer = self.optimizers()
         scheduler = self.lr_schedulers()
         for _ in range(self.num_iterations):
+            if self.global_step >= self.trainer.max_steps > 0:
+                break  # max_steps falls inside this rollout's updates
             logps, entropy = self.lm.log_probs(rollout, self.temperature, with_entropy=True)
             loss, loss_metrics = grpo_loss(
                 logps,
