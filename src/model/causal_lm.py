@@ -7,6 +7,8 @@ and hidden behind `CausalLM`, so the GRPO and SFT modules never see model-specif
 from __future__ import annotations
 
 import contextlib
+import functools
+import inspect
 import logging
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -41,6 +43,12 @@ class CausalLM(nn.Module):
     def uses_lora(self) -> bool:
         """True when the network is a peft model, so the reference is the disabled adapter."""
         return hasattr(self.network, "disable_adapter")
+
+    @functools.cached_property
+    def keeps_few_logits(self) -> bool:
+        """Whether the network can skip the vocabulary projection of prompt tokens."""
+        base = self.network.get_base_model() if self.uses_lora else self.network
+        return "logits_to_keep" in inspect.signature(base.forward).parameters
 
     @property
     def eos_token_ids(self) -> list[int]:
@@ -83,11 +91,13 @@ class CausalLM(nn.Module):
         scores match the ones the samples were drawn from.
         """
         position_ids = (attention_mask.cumsum(dim=1) - 1).clamp(min=0)
+        extra = {"logits_to_keep": num_targets + 1} if self.keeps_few_logits else {}
         logits = self.network(
             input_ids=input_ids,
             attention_mask=attention_mask,
             position_ids=position_ids,
             use_cache=False,
+            **extra,
         ).logits
         logits = logits[:, -num_targets - 1 : -1, :].float() / temperature
         targets = input_ids[:, -num_targets:]

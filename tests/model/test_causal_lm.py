@@ -42,6 +42,7 @@ def test_unknown_dtype_is_rejected(tmp_path):
 
 
 def test_log_probs_do_not_depend_on_left_padding(tiny_lm):
+    assert tiny_lm.keeps_few_logits  # only completion positions go through the vocabulary head
     sampler = HFSampler(max_completion_length=4)
     prompts = ["What is 12 + 30?\nAnswer:", "Hi"]
     torch.manual_seed(0)
