@@ -21,6 +21,7 @@ from src.grpo.objective import LOSS_TYPES, SCALES, group_advantages, grpo_loss
 from src.model.causal_lm import CausalLM
 from src.policy.episode import Episode, Role, Sampler, run_episode
 from src.reward.combine import CombinedReward
+from src.rollout.base import Rollout
 
 # Checkpoints taken after the step's updates are exactly what resuming needs.
 warnings.filterwarnings("ignore", message="Using ModelCheckpoint with manual optimization")
@@ -51,6 +52,7 @@ class GRPOModule(L.LightningModule):
         max_grad_norm: float | None = 1.0,
         max_completion_length: int | None = None,
         samples_every_n_steps: int = 50,
+        skip_zero_advantage: bool = True,
     ) -> None:
         super().__init__()
         if group_size < 2:
@@ -83,6 +85,7 @@ class GRPOModule(L.LightningModule):
         )
         self.temperature = float(getattr(sampler, "temperature", 1.0))
         self.samples_every_n_steps = samples_every_n_steps
+        self.skip_zero_advantage = skip_zero_advantage
         # The reference policy: the disabled adapter under LoRA, else a frozen copy of the start.
         self.reference: CausalLM | None = None
         if kl_beta != 0.0 and not lm.uses_lora:
@@ -136,19 +139,7 @@ class GRPOModule(L.LightningModule):
         for _ in range(self.num_iterations):
             if self.global_step >= self.trainer.max_steps > 0:
                 break  # max_steps falls inside this rollout's updates
-            logps, entropy = self.lm.log_probs(rollout, self.temperature, with_entropy=True)
-            loss, loss_metrics = grpo_loss(
-                logps,
-                old_logps,
-                ref_logps,
-                advantages,
-                rollout.completion_mask,
-                beta=self.kl_beta,
-                epsilon_low=self.epsilon_low,
-                epsilon_high=self.epsilon_high,
-                loss_type=self.loss_type,
-                max_completion_length=self.max_completion_length,
-            )
+            loss, loss_metrics = self.policy_loss(rollout, advantages, old_logps, ref_logps)
             optimizer.zero_grad()
             self.manual_backward(loss)
             if self.max_grad_norm:
@@ -159,12 +150,10 @@ class GRPOModule(L.LightningModule):
             optimizer.step()
             if scheduler is not None:
                 scheduler.step()
-            mask = rollout.completion_mask.to(entropy.dtype)
             metrics = {
                 **rollout_metrics,
                 **{name: float(value) for name, value in loss_metrics.items()},
                 "loss": float(loss.detach()),
-                "entropy": float((entropy * mask).sum() / mask.sum().clamp(min=1)),
                 "learning_rate": learning_rate,
                 "num_tokens": self.num_tokens,
                 "step_time": time.perf_counter() - started,
@@ -178,6 +167,51 @@ class GRPOModule(L.LightningModule):
             and self.global_step % self.samples_every_n_steps < self.num_iterations
         ):
             self.last_samples = self.sample_table(episode, advantages)
+
+    def policy_loss(
+        self,
+        rollout: Rollout,
+        advantages: Tensor,
+        old_logps: Tensor | None,
+        ref_logps: Tensor | None,
+    ) -> tuple[Tensor, dict[str, Tensor]]:
+        """The GRPO loss of the rollout and its metrics, entropy included.
+
+        Without a KL term a completion whose advantage is 0 adds nothing to the loss or its
+        gradient, so with `skip_zero_advantage` only the others go through the network and
+        the loss is rescaled to the value (and gradient) of the whole batch. Entropy is then
+        the mean over the completions trained on. A batch where every advantage is 0 is run
+        whole, so its metrics stay complete.
+        """
+        mask = rollout.completion_mask
+        trained = advantages != 0
+        if not (self.skip_zero_advantage and self.kl_beta == 0.0 and trained.any()):
+            trained = torch.ones_like(trained)  # a KL term, or a batch with nothing to learn
+        part = rollout.select(trained) if not trained.all() else rollout
+        width = part.completion_ids.size(1)
+        logps, entropy = self.lm.log_probs(part, self.temperature, with_entropy=True)
+        loss, metrics = grpo_loss(
+            logps,
+            None if old_logps is None else old_logps[trained, :width],
+            None if ref_logps is None else ref_logps[trained, :width],
+            advantages[trained],
+            part.completion_mask,
+            beta=self.kl_beta,
+            epsilon_low=self.epsilon_low,
+            epsilon_high=self.epsilon_high,
+            loss_type=self.loss_type,
+            max_completion_length=self.max_completion_length,
+        )
+        part_mask = part.completion_mask.to(entropy.dtype)
+        metrics["entropy"] = (entropy * part_mask).sum() / part_mask.sum().clamp(min=1)
+        if part is not rollout:
+            # Back to whole-batch normalisation; skipped tokens are never clipped.
+            token_share = part_mask.sum() / mask.sum()
+            row_share = trained.float().mean()
+            loss = loss * (token_share if self.loss_type in ("bnpo", "dapo") else row_share)
+            for name in ("clip_ratio/low_mean", "clip_ratio/high_mean", "clip_ratio/region_mean"):
+                metrics[name] = metrics[name] * token_share
+        return loss, metrics
 
     def rollout_metrics(self, episode: Episode) -> dict[str, float]:
         """Reward and completion statistics of one rollout, as TRL names them."""

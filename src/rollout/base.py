@@ -25,19 +25,23 @@ class Rollout:
         """Number of counted completion tokens per row, EOS included."""
         return self.completion_mask.sum(dim=1)
 
-    def to(self, device: torch.device | str) -> Rollout:
-        """The same rollout with its tensors on `device`."""
-        moved = {
-            name: getattr(self, name).to(device)
-            for name in (
-                "prompt_ids",
-                "prompt_mask",
-                "completion_ids",
-                "completion_mask",
-                "is_clipped",
-            )
-        }
-        return Rollout(**moved, completions=self.completions, group_size=self.group_size)
+    def select(self, rows: Tensor) -> Rollout:
+        """The rollout restricted to `rows` (a boolean mask), without the padding columns that
+        only the other rows needed: leading prompt padding and trailing completion padding."""
+        index = rows.nonzero().flatten()
+        prompt_mask = self.prompt_mask[index]
+        completion_mask = self.completion_mask[index]
+        first = int(prompt_mask.any(dim=0).int().argmax())
+        width = int(completion_mask.sum(dim=1).max())
+        return Rollout(
+            prompt_ids=self.prompt_ids[index, first:],
+            prompt_mask=prompt_mask[:, first:],
+            completion_ids=self.completion_ids[index, :width],
+            completion_mask=completion_mask[:, :width],
+            is_clipped=self.is_clipped[index],
+            completions=[self.completions[i] for i in index.tolist()],
+            group_size=self.group_size,
+        )
 
 
 def completion_mask(completion_ids: Tensor, eos_token_id: int | list[int]) -> tuple[Tensor, Tensor]:
