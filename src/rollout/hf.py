@@ -51,15 +51,17 @@ class HFSampler:
         )
         was_training = lm.network.training
         lm.network.eval()
-        output = lm.network.generate(
-            input_ids=prompt_ids,
-            attention_mask=prompt_mask,
-            max_new_tokens=self.max_completion_length,
-            pad_token_id=tokenizer.pad_token_id,
-            eos_token_id=lm.eos_token_ids,
-            **sampling,
-        )
-        lm.network.train(was_training)
+        try:
+            output = lm.network.generate(
+                input_ids=prompt_ids,
+                attention_mask=prompt_mask,
+                max_new_tokens=self.max_completion_length,
+                pad_token_id=tokenizer.pad_token_id,
+                eos_token_id=lm.eos_token_ids,
+                **sampling,
+            )
+        finally:
+            lm.network.train(was_training)
         completion_ids = output[:, prompt_ids.size(1) :]
         mask, clipped = completion_mask(completion_ids, lm.eos_token_ids)
         completion_ids = completion_ids.masked_fill(mask == 0, tokenizer.pad_token_id)
