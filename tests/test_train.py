@@ -229,3 +229,13 @@ def test_max_steps_inside_a_rollouts_updates(make_cfg):
     cfg = make_cfg("algo.num_iterations=2", "trainer.max_steps=3")
     train(cfg)
     assert metric_steps(cfg, only_run(cfg), "loss") == [1, 2, 3]
+
+
+def test_hardware_choices_reach_trainer_and_model(make_cfg):
+    gpu = make_cfg("hardware=[gpu,4bit,lora]")
+    assert gpu.trainer.accelerator == "gpu" and gpu.trainer.precision == "bf16-true"
+    assert gpu.model.dtype == "bfloat16" and gpu.model.load_in_4bit and gpu.model.lora.r == 16
+    cpu = make_cfg()
+    assert (
+        cpu.trainer.accelerator == "cpu" and cpu.model.lora is None and not cpu.model.load_in_4bit
+    )
