@@ -207,7 +207,8 @@ def test_command_line_data_path(tmp_path):
     )
     client, run = cli_run_record(result, tmp_path)
     assert run.data.params["data.path"] == str(path)
-    assert len(list(tmp_path.glob("runs/arithmetic/*/train.log"))) == 1  # the log is in the run folder
+    # Hydra's job log is in the run folder, not the project root.
+    assert len(list(tmp_path.glob("runs/arithmetic/*/train.log"))) == 1
     assert not (PROJECT_ROOT / "train.log").exists()
     assert [m.step for m in client.get_metric_history(run.info.run_id, "eval/accuracy")] == [0, 1]
 
