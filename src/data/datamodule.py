@@ -21,6 +21,16 @@ def keep_rows(batch: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return batch
 
 
+def step_loader(
+    rows: list[dict[str, Any]], batch_size: int, num_batches: int, seed: int
+) -> DataLoader:
+    """`num_batches` random batches of rows in one pass, so a progress bar counts steps."""
+    order = RandomSampler(
+        rows, num_samples=num_batches * batch_size, generator=torch.Generator().manual_seed(seed)
+    )
+    return DataLoader(rows, batch_size=batch_size, sampler=order, collate_fn=keep_rows)
+
+
 class PromptDataModule(L.LightningDataModule):
     """Train and held-out rows from a built-in source or a local file.
 
@@ -95,13 +105,7 @@ class PromptDataModule(L.LightningDataModule):
         self.prepare_rows()
 
     def train_dataloader(self) -> DataLoader:
-        generator = torch.Generator().manual_seed(self.seed)
-        sampler = RandomSampler(
-            self.train_rows, num_samples=self.num_batches * self.batch_size, generator=generator
-        )
-        return DataLoader(
-            self.train_rows, batch_size=self.batch_size, sampler=sampler, collate_fn=keep_rows
-        )
+        return step_loader(self.train_rows, self.batch_size, self.num_batches, self.seed)
 
     def val_dataloader(self) -> DataLoader:
         return DataLoader(

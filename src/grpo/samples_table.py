@@ -5,7 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 import lightning as L
-from lightning.pytorch.loggers import MLFlowLogger
+
+from src.utils.mlflow_logger import mlflow_loggers
 
 
 class SamplesTable(L.Callback):
@@ -19,10 +20,9 @@ class SamplesTable(L.Callback):
             return
         module.last_samples = []
         columns = {key: [row[key] for row in samples] for key in samples[0]}
-        for logger in trainer.loggers:
-            if isinstance(logger, MLFlowLogger):
-                logger.experiment.log_table(
-                    logger.run_id,
-                    data=columns,
-                    artifact_file=f"samples/step_{trainer.global_step:06d}.json",
-                )
+        for logger in mlflow_loggers(trainer.loggers):
+            logger.experiment.log_table(
+                logger.run_id,
+                data=columns,
+                artifact_file=f"samples/step_{trainer.global_step:06d}.json",
+            )

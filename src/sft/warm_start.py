@@ -14,14 +14,13 @@ from pathlib import Path
 from typing import Any
 
 import lightning as L
-import torch
 from hydra.utils import instantiate
-from lightning.pytorch.loggers import MLFlowLogger
 from omegaconf import DictConfig, OmegaConf
-from torch.utils.data import DataLoader, RandomSampler
+from torch.utils.data import DataLoader
 
-from src.data.datamodule import PromptDataModule, keep_rows
+from src.data.datamodule import PromptDataModule, keep_rows, step_loader
 from src.sft.module import SFTModule
+from src.utils.mlflow_logger import mlflow_loggers
 from src.utils.progress import StepProgressBar
 
 log = logging.getLogger(__name__)
@@ -51,9 +50,8 @@ def warm_start(
 ) -> Path:
     """Return the folder of the warm-started model, training it first if it is not cached."""
     folder = Path(cfg.sft.cache_dir) / f"{cfg.task_name}-{cache_key(cfg)}"
-    for logger in loggers:
-        if isinstance(logger, MLFlowLogger):
-            logger.experiment.set_tag(logger.run_id, "warm_start", str(folder))
+    for logger in mlflow_loggers(loggers):
+        logger.experiment.set_tag(logger.run_id, "warm_start", str(folder))
     if (folder / DONE).exists():
         log.info("SFT warm start: reusing %s", folder)
         return folder
@@ -77,15 +75,7 @@ def warm_start(
         callbacks=[StepProgressBar()],
         enable_model_summary=False,
     )
-    # One pass of the sampler is the whole warm start, so the progress bar counts steps.
-    order = RandomSampler(
-        train_rows,
-        num_samples=sft.max_steps * sft.batch_size,
-        generator=torch.Generator().manual_seed(cfg.seed),
-    )
-    train_loader = DataLoader(
-        train_rows, batch_size=sft.batch_size, sampler=order, collate_fn=keep_rows
-    )
+    train_loader = step_loader(train_rows, sft.batch_size, sft.max_steps, cfg.seed)
     check_loader = DataLoader(
         check_rows, batch_size=datamodule.eval_batch_size, collate_fn=keep_rows
     )

@@ -2,7 +2,15 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+from typing import Any
+
 from lightning.pytorch.loggers import MLFlowLogger
+
+
+def mlflow_loggers(loggers: Iterable[Any]) -> list[MLFlowLogger]:
+    """The MLflow loggers among a trainer's loggers: the ones that take tags and artifacts."""
+    return [logger for logger in loggers if isinstance(logger, MLFlowLogger)]
 
 
 class MLflowRunLogger(MLFlowLogger):

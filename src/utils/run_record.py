@@ -10,9 +10,9 @@ from pathlib import Path
 from typing import Any
 
 from hydra.core.hydra_config import HydraConfig
-from lightning.pytorch.loggers import MLFlowLogger
 from omegaconf import DictConfig, OmegaConf
 
+from src.utils.mlflow_logger import mlflow_loggers
 from src.utils.resolvers import PROJECT_ROOT
 
 
@@ -65,9 +65,7 @@ def record_run(loggers: list[Any], cfg: DictConfig) -> None:
         key: value for key, value in flatten(resolved).items() if not key.endswith("_target_")
     }
     tags = {**config_choices(cfg), "task": str(cfg.task_name), "git_commit": git_commit()}
-    for logger in loggers:
-        if not isinstance(logger, MLFlowLogger):
-            continue
+    for logger in mlflow_loggers(loggers):
         logger.log_hyperparams(params)
         for key, value in tags.items():
             logger.experiment.set_tag(logger.run_id, key, value)
