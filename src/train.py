@@ -12,16 +12,16 @@ from typing import Any
 import hydra
 import lightning as L
 from hydra.utils import instantiate
-from omegaconf import DictConfig, open_dict
+from omegaconf import DictConfig
 
-from src.sft.warm_start import warm_start
-from src.utils.run_record import recorded_run
+from src.sft.warm_start import use_warm_start, warm_start
+from src.utils.run_record import log_report, recorded_run
 
 log = logging.getLogger(__name__)
 
 
-def train(cfg: DictConfig) -> dict[str, float]:
-    """Run the experiment `cfg` describes and return the final metrics."""
+def train(cfg: DictConfig, tags: dict[str, str] | None = None) -> dict[str, float]:
+    """Run the experiment `cfg` describes and return the final metrics; `tags` go to MLflow."""
     L.seed_everything(cfg.seed, workers=True)
     datamodule = instantiate(cfg.data)
     datamodule.prepare_rows()  # bad data fails here, before any model loads
@@ -29,12 +29,11 @@ def train(cfg: DictConfig) -> dict[str, float]:
     reward = instantiate(cfg.reward)
     sampler = instantiate(cfg.rollout)
     loggers = [instantiate(logger) for logger in cfg.get("logger", {}).values()]
-    with recorded_run(loggers, cfg):
+    tags = {"data_source": datamodule.report["source"], **(tags or {})}
+    with recorded_run(loggers, cfg, tags):
+        log_report(loggers, datamodule.report, "data_report.json")
         if cfg.sft.enabled:
-            warm_path = warm_start(cfg, datamodule, policy, reward, sampler, loggers)
-            with open_dict(cfg):
-                cfg.model.name_or_path = str(warm_path)
-                cfg.model.builder = None
+            use_warm_start(cfg, warm_start(cfg, datamodule, policy, reward, sampler, loggers))
         lm = instantiate(cfg.model)
         module = instantiate(cfg.algo, lm=lm, sampler=sampler, policy=policy, reward=reward)
         callbacks = [instantiate(callback) for callback in cfg.get("callbacks", {}).values()]
@@ -46,6 +45,8 @@ def train(cfg: DictConfig) -> dict[str, float]:
         trainer.fit(module, datamodule=datamodule, ckpt_path=cfg.get("ckpt_path"))
         if trainer.global_step % cfg.trainer.val_check_interval:
             trainer.validate(module, datamodule=datamodule, verbose=False)
+        if cfg.get("save_model"):
+            log.info("Saving the trained policy to %s", lm.save(cfg.save_model, merge=False))
     metrics = {name: float(value) for name, value in trainer.callback_metrics.items()}
     log.info("Final metrics: %s", {k: round(v, 4) for k, v in sorted(metrics.items())})
     return metrics

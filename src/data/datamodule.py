@@ -12,6 +12,7 @@ import torch
 from torch.utils.data import DataLoader, RandomSampler
 
 from src.data.files import DataFileError, read_rows, require_fields
+from src.data.mcq import clean_rows
 
 log = logging.getLogger(__name__)
 
@@ -35,18 +36,23 @@ class PromptDataModule(L.LightningDataModule):
     """Train and held-out rows from a built-in source or a local file.
 
     `path` (a local JSON/JSONL/Parquet file) takes precedence over `source`; `val_path` gives
-    a separate held-out file, otherwise the first `val_size` rows after a seeded shuffle are
-    held out. Training batches are drawn at random for `num_batches` steps, so the progress
-    bar counts optimizer steps rather than epochs.
+    a separate held-out file, otherwise the source's own validation split or, failing that,
+    the first `val_size` rows after a seeded shuffle are held out (at most `max_val_rows`
+    of them are scored). `schema`, when given,
+    turns every raw row into the recipe's canonical row, dropping incomplete rows (counted in
+    `report`) and stopping at wrong ones. Training batches are drawn at random for
+    `num_batches` steps, so the progress bar counts optimizer steps rather than epochs.
     """
 
     def __init__(
         self,
-        source: Callable[[], list[dict[str, Any]]] | None = None,
+        source: Callable[[], Any] | None = None,
         path: str | None = None,
         val_path: str | None = None,
         required_fields: list[str] = ("question", "answer"),
+        schema: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
         val_size: int = 256,
+        max_val_rows: int | None = None,
         batch_size: int = 16,
         eval_batch_size: int = 64,
         num_batches: int = 1000,
@@ -61,31 +67,58 @@ class PromptDataModule(L.LightningDataModule):
         self.path = path
         self.val_path = val_path
         self.required_fields = list(required_fields)
+        self.schema = schema
         self.val_size = val_size
+        self.max_val_rows = max_val_rows
         self.batch_size = batch_size
         self.eval_batch_size = eval_batch_size
         self.num_batches = num_batches
         self.seed = seed
         self.train_rows: list[dict[str, Any]] = []
         self.val_rows: list[dict[str, Any]] = []
+        self.report: dict[str, Any] = {}
+
+    def _file_rows(self, path: str) -> list[dict[str, Any]]:
+        rows = read_rows(path)
+        require_fields(rows, self.required_fields, str(path))
+        return rows
+
+    def _clean(self, rows: list[dict[str, Any]], split: str, source: str) -> list[dict[str, Any]]:
+        """Apply the schema and note what was kept and dropped for this split."""
+        if self.schema is None:
+            kept, dropped = rows, {}
+        else:
+            kept, dropped = clean_rows(rows, self.schema, source)
+        self.report[split] = {"rows": len(rows), "kept": len(kept), "dropped": dropped}
+        return kept
+
+    def _raw_splits(self) -> tuple[list[dict[str, Any]], list[dict[str, Any]] | None, str]:
+        """Training rows, held-out rows if the source has them, and a name for the source."""
+        if self.path is not None:
+            val = self._file_rows(self.val_path) if self.val_path is not None else None
+            return self._file_rows(self.path), val, str(self.path)
+        loaded = self.source()
+        if isinstance(loaded, dict):
+            source = str(loaded.get("source", "built-in data source"))
+            if "all" in loaded:
+                return loaded["all"], None, source
+            return loaded["train"], loaded.get("validation"), source
+        return loaded, None, "built-in data source"
 
     def prepare_rows(self) -> None:
-        """Load and split the rows once; safe to call again."""
+        """Load, clean and split the rows once; safe to call again."""
         if self.train_rows:
             return
-        if self.path is not None:
-            rows = read_rows(self.path)
-            require_fields(rows, self.required_fields, str(self.path))
-            source_name = str(self.path)
+        rows, val_rows, source_name = self._raw_splits()
+        if val_rows is None and self.val_path is not None:
+            val_rows = self._file_rows(self.val_path)
+        self.report = {"source": source_name}
+        if val_rows is not None:
+            train_rows = self._clean(rows, "train", source_name)
+            val_rows = self._clean(val_rows, "validation", self.val_path or source_name)
         else:
-            rows = self.source()
-            source_name = "built-in data source"
-        if self.val_path is not None:
-            val_rows = read_rows(self.val_path)
-            require_fields(val_rows, self.required_fields, str(self.val_path))
-            train_rows = rows
-        else:
-            if self.path is not None:
+            rows = self._clean(rows, "all", source_name)
+            if self.path is not None or self.schema is not None:
                 rows = list(rows)
                 random.Random(self.seed).shuffle(rows)
             val_rows, train_rows = rows[: self.val_size], rows[self.val_size :]
@@ -98,7 +131,10 @@ class PromptDataModule(L.LightningDataModule):
             raise DataFileError(
                 f"{source_name}: the held-out split is empty; set data.val_size > 0"
             )
+        if self.max_val_rows is not None:
+            val_rows = val_rows[: self.max_val_rows]
         self.train_rows, self.val_rows = train_rows, val_rows
+        self.report.update(train_rows=len(train_rows), val_rows=len(val_rows))
         log.info("Data: %d training rows, %d held-out rows", len(train_rows), len(val_rows))
 
     def setup(self, stage: str | None = None) -> None:

@@ -20,6 +20,7 @@ from torch import Tensor, nn
 from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel
 from transformers.utils import logging as hf_logging
 
+from src.model.offline import resolve_pretrained
 from src.rollout.base import Rollout
 
 log = logging.getLogger(__name__)
@@ -126,11 +127,16 @@ class CausalLM(nn.Module):
         with self.network.disable_adapter():
             yield
 
-    def save(self, path: str | Path) -> Path:
-        """Save a plain HF folder (LoRA merged into the weights) that `load_causal_lm` reads."""
+    def save(self, path: str | Path, merge: bool = True) -> Path:
+        """Save a folder that `load_causal_lm` reads back.
+
+        Under LoRA, `merge=True` writes plain HF weights with the adapter merged in (this
+        unloads the adapter from the network, so do it last); `merge=False` writes only the
+        adapter, which `load_causal_lm(base, adapter_path=folder)` puts back on its base model.
+        """
         path = Path(path)
         network = self.network
-        if self.uses_lora:
+        if self.uses_lora and merge:
             network = network.merge_and_unload()
         network.save_pretrained(path)
         self.tokenizer.save_pretrained(path)
@@ -146,10 +152,15 @@ def load_causal_lm(
     gradient_checkpointing: bool = False,
     max_prompt_length: int | None = None,
     builder: Callable[[str], Any] | None = None,
+    offline_fallback: dict[str, Any] | None = None,
+    adapter_path: str | None = None,
 ) -> CausalLM:
     """Load a causal LM by hub name or local folder, optionally 4-bit and with a LoRA adapter.
 
     `builder`, when given, writes the folder first if it does not exist yet (the tiny model).
+    `offline_fallback` names a packaged copy for when the hub is out of reach (see
+    `src.model.offline`). `adapter_path` loads a saved LoRA adapter, trainable, instead of
+    starting a fresh one from `lora`.
     """
     if dtype not in DTYPES:
         raise ValueError(f"model.dtype must be one of {sorted(DTYPES)}, got {dtype!r}")
@@ -159,7 +170,16 @@ def load_causal_lm(
     looks_local = Path(name_or_path).is_absolute() or name_or_path.startswith(".")
     if looks_local and not Path(name_or_path).is_dir():
         raise FileNotFoundError(f"model.name_or_path: no model folder at {name_or_path}")
-    kwargs: dict[str, Any] = {"dtype": DTYPES[dtype], "trust_remote_code": trust_remote_code}
+    if adapter_path is not None and not (Path(adapter_path) / "adapter_config.json").is_file():
+        raise FileNotFoundError(
+            f"model.adapter_path: no LoRA adapter (adapter_config.json) in {adapter_path}"
+        )
+    name_or_path, source_kwargs = resolve_pretrained(name_or_path, offline_fallback)
+    kwargs: dict[str, Any] = {
+        "dtype": DTYPES[dtype],
+        "trust_remote_code": trust_remote_code,
+        **source_kwargs,
+    }
     if load_in_4bit:
         from transformers import BitsAndBytesConfig
 
@@ -170,7 +190,9 @@ def load_causal_lm(
             bnb_4bit_use_double_quant=True,
         )
     try:
-        tokenizer = AutoTokenizer.from_pretrained(name_or_path, trust_remote_code=trust_remote_code)
+        tokenizer = AutoTokenizer.from_pretrained(
+            name_or_path, trust_remote_code=trust_remote_code, **source_kwargs
+        )
         network = AutoModelForCausalLM.from_pretrained(name_or_path, **kwargs)
     except OSError as error:
         raise OSError(
@@ -189,7 +211,11 @@ def load_causal_lm(
         network = prepare_model_for_kbit_training(
             network, use_gradient_checkpointing=gradient_checkpointing
         )
-    if lora:
+    if adapter_path is not None:
+        from peft import PeftModel
+
+        network = PeftModel.from_pretrained(network, adapter_path, is_trainable=True)
+    elif lora:
         from peft import LoraConfig, get_peft_model
 
         network = get_peft_model(network, LoraConfig(task_type="CAUSAL_LM", **lora))

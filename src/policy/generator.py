@@ -10,6 +10,11 @@ class Generator:
 
     `template` is a `str.format` pattern over the row's fields; `sft_target` is the pattern of
     the completion a supervised warm start teaches (EOS is appended by the SFT module).
+    `use_chat_template="auto"` uses the tokenizer's chat template when it has one and otherwise
+    puts the system prompt above the text, so one recipe serves instruct and plain models.
+    `examples` are worked (user, assistant) turns shown before the question (few-shot), and
+    `response_prefix` is text the answer is made to start with (e.g. "<think>\\n"): it ends the
+    prompt and is put back in front of each completion before the reward sees it.
     """
 
     def __init__(
@@ -17,12 +22,26 @@ class Generator:
         template: str = "{question}",
         sft_target: str = " {answer}",
         system_prompt: str | None = None,
-        use_chat_template: bool = False,
+        use_chat_template: bool | str = False,
+        examples: list[dict[str, str]] | None = None,
+        response_prefix: str = "",
     ) -> None:
+        if use_chat_template not in (True, False, "auto"):
+            raise ValueError(
+                f"policy.use_chat_template must be true, false or auto, got {use_chat_template!r}"
+            )
+        for number, example in enumerate(examples or []):
+            if set(example) != {"user", "assistant"}:
+                raise ValueError(
+                    f"policy.examples[{number}] must have exactly the keys user and assistant, "
+                    f"got {sorted(example)}"
+                )
         self.template = template
         self.sft_target = sft_target
         self.system_prompt = system_prompt
         self.use_chat_template = use_chat_template
+        self.examples = [dict(example) for example in examples or []]
+        self.response_prefix = response_prefix or ""
 
     def _fill(self, pattern: str, row: dict[str, Any], what: str) -> str:
         try:
@@ -34,28 +53,39 @@ class Generator:
             ) from None
 
     def prompts(self, rows: list[dict[str, Any]], tokenizer: Any = None) -> list[str]:
-        """One prompt text per row."""
+        """One prompt text per row, ending with `response_prefix`."""
         texts = [self._fill(self.template, row, "template") for row in rows]
-        if not self.use_chat_template:
-            return texts
-        if tokenizer is None or getattr(tokenizer, "chat_template", None) is None:
+        has_template = getattr(tokenizer, "chat_template", None) is not None
+        if self.use_chat_template is True and not has_template:
             raise ValueError(
                 "policy.use_chat_template is true but the tokenizer has no chat template"
             )
-        system = [{"role": "system", "content": self.system_prompt}] if self.system_prompt else []
-        return [
-            tokenizer.apply_chat_template(
-                [*system, {"role": "user", "content": text}],
-                tokenize=False,
-                add_generation_prompt=True,
-            )
-            for text in texts
-        ]
+        if self.use_chat_template and has_template:
+            prompts = [self._chat(tokenizer, text) for text in texts]
+        else:
+            prompts = [self._plain(text) for text in texts]
+        return [prompt + self.response_prefix for prompt in prompts]
+
+    def _chat(self, tokenizer: Any, text: str) -> str:
+        messages = [{"role": "system", "content": self.system_prompt}] if self.system_prompt else []
+        for example in self.examples:
+            messages.append({"role": "user", "content": example["user"]})
+            messages.append({"role": "assistant", "content": example["assistant"]})
+        messages.append({"role": "user", "content": text})
+        return tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+
+    def _plain(self, text: str) -> str:
+        if not self.use_chat_template:  # plain prompts are the template alone, as configured
+            return text
+        parts = [self.system_prompt] if self.system_prompt else []
+        parts += [f"{example['user']}\n{example['assistant']}" for example in self.examples]
+        return "\n\n".join([*parts, text]) + "\n"
 
     def sft_targets(self, rows: list[dict[str, Any]]) -> list[str]:
-        """The completion text a warm start teaches for each row."""
-        return [self._fill(self.sft_target, row, "sft_target") for row in rows]
+        """The completion a warm start teaches: the filled target less the response prefix."""
+        targets = [self._fill(self.sft_target, row, "sft_target") for row in rows]
+        return [target.removeprefix(self.response_prefix) for target in targets]
 
     def outcomes(self, completions: list[str], rows: list[dict[str, Any]]) -> list[str]:
-        """What the reward scores: for a generator, its own completion."""
-        return completions
+        """What the reward scores: the answer as a whole, response prefix included."""
+        return [self.response_prefix + completion for completion in completions]

@@ -1,7 +1,8 @@
 """Run the supervised warm start once and cache the resulting model folder under outputs/.
 
 The cache key hashes everything that shapes the result (model, data, role, SFT settings,
-seed), so a second run with the same settings skips straight to GRPO.
+seed), so a second run with the same settings skips straight to GRPO. A LoRA model caches
+only its adapter, which GRPO then keeps training (`model.adapter_path`).
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from typing import Any
 
 import lightning as L
 from hydra.utils import instantiate
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig, OmegaConf, open_dict
 from torch.utils.data import DataLoader
 
 from src.data.datamodule import PromptDataModule, keep_rows, step_loader
@@ -83,10 +84,21 @@ def warm_start(
     trainer.fit(module, train_loader, check_loader)
     partial = folder.with_name(folder.name + ".partial")
     shutil.rmtree(partial, ignore_errors=True)
-    lm.save(partial)
+    lm.save(partial, merge=False)
     summary = {"steps": trainer.global_step, "eval_reward": module.last_eval_reward}
     (partial / DONE).write_text(json.dumps(summary, indent=2))
     shutil.rmtree(folder, ignore_errors=True)
     partial.rename(folder)
     log.info("SFT warm start: %s -> %s", summary, folder)
     return folder
+
+
+def use_warm_start(cfg: DictConfig, folder: str | Path) -> None:
+    """Point `cfg.model` at a warm-started folder: an adapter to continue, or full weights."""
+    with open_dict(cfg):
+        if (Path(folder) / "adapter_config.json").is_file():
+            cfg.model.adapter_path = str(folder)
+        else:
+            cfg.model.name_or_path = str(folder)
+            cfg.model.builder = None
+            cfg.model.offline_fallback = None

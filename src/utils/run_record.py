@@ -58,13 +58,18 @@ def config_choices(cfg: DictConfig) -> dict[str, str]:
     }
 
 
-def record_run(loggers: list[Any], cfg: DictConfig) -> None:
-    """Log params, tags and the resolved config to every MLflow logger."""
+def record_run(loggers: list[Any], cfg: DictConfig, tags: dict[str, str] | None = None) -> None:
+    """Log params, tags (plus any `tags` given) and the resolved config to every MLflow logger."""
     resolved = OmegaConf.to_container(cfg, resolve=True)
     params = {
         key: value for key, value in flatten(resolved).items() if not key.endswith("_target_")
     }
-    tags = {**config_choices(cfg), "task": str(cfg.task_name), "git_commit": git_commit()}
+    tags = {
+        **config_choices(cfg),
+        "task": str(cfg.task_name),
+        "git_commit": git_commit(),
+        **(tags or {}),
+    }
     for logger in mlflow_loggers(loggers):
         logger.log_hyperparams(params)
         for key, value in tags.items():
@@ -76,11 +81,13 @@ def record_run(loggers: list[Any], cfg: DictConfig) -> None:
 
 
 @contextlib.contextmanager
-def recorded_run(loggers: list[Any], cfg: DictConfig) -> Iterator[None]:
+def recorded_run(
+    loggers: list[Any], cfg: DictConfig, tags: dict[str, str] | None = None
+) -> Iterator[None]:
     """Open the run's record (params, tags, config) and close it FINISHED, or FAILED if the
     body raises, so that no run is left RUNNING and nothing logged before a failure is lost."""
     try:
-        record_run(loggers, cfg)
+        record_run(loggers, cfg, tags)
         yield
     except BaseException:
         for logger in loggers:
@@ -88,3 +95,20 @@ def recorded_run(loggers: list[Any], cfg: DictConfig) -> Iterator[None]:
         raise
     for logger in loggers:
         getattr(logger, "end_run", logger.finalize)()
+
+
+def log_artifacts(loggers: list[Any], *paths: str | Path) -> None:
+    """Attach files to every MLflow logger's run."""
+    for logger in mlflow_loggers(loggers):
+        for path in paths:
+            logger.experiment.log_artifact(logger.run_id, str(path))
+
+
+def log_report(loggers: list[Any], report: dict[str, Any], name: str) -> None:
+    """Log a small dict as flattened params and as a JSON artifact `name`."""
+    params = {
+        f"{name.removesuffix('.json')}.{key}": value for key, value in flatten(report).items()
+    }
+    for logger in mlflow_loggers(loggers):
+        logger.log_hyperparams(params)
+        logger.experiment.log_dict(logger.run_id, report, name)

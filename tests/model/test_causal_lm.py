@@ -89,6 +89,13 @@ def test_lora_reference_is_the_base_model(tmp_path, tiny_lm):
         base, _ = tiny_lm.log_probs(rollout)
     assert torch.allclose(reference, base, atol=1e-5)
     assert not torch.allclose(adapted, base, atol=1e-3)
+    adapter = lm.save(tmp_path / "adapter", merge=False)
+    assert (adapter / "adapter_config.json").is_file() and not (adapter / "config.json").exists()
+    continued = load_causal_lm(tiny_lm.network.name_or_path, adapter_path=str(adapter))
+    assert continued.uses_lora and any(p.requires_grad for p in continued.parameters())
+    assert torch.allclose(continued.log_probs(rollout)[0], adapted, atol=1e-5)
+    with pytest.raises(FileNotFoundError, match="model.adapter_path: no LoRA adapter"):
+        load_causal_lm(tiny_lm.network.name_or_path, adapter_path=str(tmp_path))
     merged = lm.save(tmp_path / "merged")
     reloaded = load_causal_lm(str(merged))
     assert not reloaded.uses_lora

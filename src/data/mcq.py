@@ -1,0 +1,100 @@
+"""Multiple-choice questions in one shape, whatever release they come from, and their cleaning.
+
+Every MCQ schema (MedMCQA, MedQA) turns its raw rows into the same canonical row, so one
+policy template, one reward and one evaluation serve all of them:
+`question`, `A`..`D` (option texts), `options` (letter -> text), `options_text` ("A. ..." lines),
+`answer` (gold letter), `answer_text`, `explanation`, `subject`, `topic`, `choice_type`, `id`.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import Counter
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from src.data.files import DataFileError
+
+log = logging.getLogger(__name__)
+LETTERS = "ABCD"
+
+
+class DropRow(ValueError):
+    """A row that cleaning leaves out (incomplete); its message is the reason that is counted."""
+
+
+class BadRow(ValueError):
+    """A row that is wrong rather than incomplete (label 7 of four options): an error, not a drop."""
+
+
+def blank(value: Any) -> bool:
+    """True for a value that carries no text: None, NaN, or only whitespace."""
+    if value is None:
+        return True
+    if isinstance(value, float) and value != value:
+        return True
+    return isinstance(value, str) and not value.strip()
+
+
+def text(value: Any) -> str:
+    """A field as stripped text ('' for None)."""
+    return "" if blank(value) else str(value).strip()
+
+
+def mcq_row(
+    question: Any,
+    options: list[Any],
+    answer_index: int,
+    explanation: Any = None,
+    **meta: Any,
+) -> dict[str, Any]:
+    """The canonical row; drops the row when the question or an option is missing."""
+    if blank(question):
+        raise DropRow("missing question")
+    if len(options) != len(LETTERS):
+        raise BadRow(f"expected {len(LETTERS)} options, got {len(options)}")
+    if any(blank(option) for option in options):
+        raise DropRow("missing option")
+    letters = LETTERS[: len(options)]
+    by_letter = {letter: text(option) for letter, option in zip(letters, options, strict=True)}
+    return {
+        "question": text(question),
+        **by_letter,
+        "options": by_letter,
+        "options_text": "\n".join(f"{letter}. {option}" for letter, option in by_letter.items()),
+        "answer": letters[answer_index],
+        "answer_text": by_letter[letters[answer_index]],
+        "explanation": text(explanation),
+        **{key: text(value) for key, value in meta.items()},
+    }
+
+
+def where(row: dict[str, Any], index: int, source: str) -> str:
+    """'file:line' for rows read from JSONL, else 'source: row N' (0-based)."""
+    source = row.get("_file", source)
+    return f"{source}:{row['_line']}" if "_line" in row else f"{source}: row {index}"
+
+
+def clean_rows(
+    rows: Iterable[dict[str, Any]], schema: Callable[[dict[str, Any]], dict[str, Any]], source: str
+) -> tuple[list[dict[str, Any]], dict[str, int]]:
+    """Apply `schema` to every row: kept rows, and how many were dropped for each reason.
+
+    A `BadRow` stops with a `DataFileError` naming the source and line, because a wrong label
+    means the file was misread (e.g. 1-based labels read as 0-based), not that a row is missing.
+    """
+    kept, dropped = [], Counter()
+    for index, row in enumerate(rows):
+        try:
+            clean = schema(row)
+        except DropRow as reason:
+            dropped[str(reason)] += 1
+            continue
+        except BadRow as error:
+            raise DataFileError(f"{where(row, index, source)}: {error}") from None
+        if "_line" in row:
+            clean["_line"] = row["_line"]
+        kept.append(clean)
+    if dropped:
+        log.warning("%s: dropped %d rows: %s", source, sum(dropped.values()), dict(dropped))
+    return kept, dict(dropped)

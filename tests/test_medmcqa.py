@@ -1,0 +1,176 @@
+"""The MedMCQA recipe end to end with the tiny model: train, each stage, the whole pipeline."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import mlflow
+import pytest
+
+from src.data.files import DataFileError
+from src.eval import evaluate, head_folders
+from src.pipeline import run_pipeline
+from src.train import train
+from src.utils.resolvers import PROJECT_ROOT
+
+# The tiny model on the shipped sample: 2 questions x 2 completions, a few tokens each.
+SMALL = [
+    "model=tiny",
+    "trainer.max_steps=2",
+    "trainer.val_check_interval=2",
+    "data.batch_size=2",
+    "data.max_val_rows=4",
+    "data.eval_batch_size=4",
+    "algo.group_size=2",
+    "algo.max_completion_length=6",
+    "sft.max_steps=2",
+    "sft.batch_size=2",
+    "sft.check_size=2",
+    "sft.check_every_n_steps=2",
+]
+REWARD_METRICS = ["accuracy", "format", "well_formed", "similarity"]
+
+
+def run_module(module: str, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", module, *args],
+        cwd=PROJECT_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+
+
+def runs_of(output_root: Path, experiment: str) -> tuple[mlflow.MlflowClient, list]:
+    client = mlflow.MlflowClient(tracking_uri=f"sqlite:///{output_root}/mlflow.db")
+    found = client.get_experiment_by_name(experiment)
+    return client, client.search_runs([found.experiment_id]) if found else []
+
+
+def test_train_command_medmcqa_solution_tag(tmp_path):
+    result = run_module(
+        "src.train",
+        "task=medmcqa",
+        "reward=solution_tag",
+        "model=tiny",
+        "trainer.max_steps=2",
+        *SMALL[2:8],
+        f"paths.output_root={tmp_path}",
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    client, (run,) = runs_of(tmp_path, "medmcqa")
+    assert run.info.status == "FINISHED"
+    for name in REWARD_METRICS:
+        steps = [m.step for m in client.get_metric_history(run.info.run_id, f"rewards/{name}/mean")]
+        assert steps == [1, 2], name
+        assert [m.step for m in client.get_metric_history(run.info.run_id, f"eval/{name}")] == [
+            0,
+            2,
+        ]
+    assert run.data.tags["data_source"] == "sample:medmcqa_sample.jsonl"
+    assert run.data.params["data_report.all.rows"] == "246"
+    assert run.data.params["reward.weights.format"] == "0.5"
+    assert "SYNTHETIC sample" in result.stderr
+    (saved,) = tmp_path.glob("runs/medmcqa/*/model/config.json")  # the trained policy is kept
+
+
+def test_medqa_task_trains(make_cfg):
+    cfg = make_cfg("task=medqa", *SMALL)
+    metrics = train(cfg)
+    assert 0.0 <= metrics["eval/accuracy"] <= 1.0 and "eval/format" in metrics
+
+
+def test_bad_rows_fail_before_any_model_loads(make_cfg, tmp_path):
+    good = json.loads((PROJECT_ROOT / "src/data/samples/medmcqa_sample.jsonl").open().readline())
+    path = tmp_path / "medmcqa.jsonl"
+    path.write_text("\n".join(json.dumps({**good, "cop": c}) for c in (0, 1, 7)) + "\n")
+    cfg = make_cfg("task=medmcqa", *SMALL, f"data.path={path}", "data.val_size=1")
+    with pytest.raises(DataFileError, match=rf"{path}:3: cop=7 is out of range"):
+        train(cfg)
+    assert not (tmp_path / "outputs" / "mlflow.db").exists()
+
+
+def test_one_based_file_and_dropped_rows_are_recorded(make_cfg, tmp_path):
+    good = json.loads((PROJECT_ROOT / "src/data/samples/medmcqa_sample.jsonl").open().readline())
+    rows = [{**good, "cop": 1 + i % 4} for i in range(6)] + [{**good, "opb": ""}]
+    path = tmp_path / "one_based.jsonl"
+    path.write_text("\n".join(json.dumps(row) for row in rows) + "\n")
+    cfg = make_cfg(
+        "task=medmcqa", *SMALL, f"data.path={path}", "data.schema.label_base=1", "data.val_size=2"
+    )
+    train(cfg)
+    _, (run,) = runs_of(tmp_path / "outputs", "medmcqa")
+    assert run.data.params["data_report.all.dropped.missing option"] == "1"
+    assert run.data.params["data_report.all.kept"] == "6"
+
+
+def test_eval_needs_a_head_to_score(make_cfg):
+    cfg = make_cfg("task=medmcqa", *SMALL)
+    with pytest.raises(FileNotFoundError, match="none of the heads"):
+        head_folders(cfg.eval, ["sft", "grpo"])
+    with pytest.raises(KeyError, match="eval.adapters.mine=FOLDER"):
+        head_folders(cfg.eval, ["base", "mine"])
+
+
+def test_a_stage_without_prep_says_what_to_run(make_cfg):
+    cfg = make_cfg("task=medmcqa", *SMALL, "pipeline.stage=grpo")
+    with pytest.raises(FileNotFoundError, match="pipeline.stage=prep"):
+        run_pipeline(cfg)
+    with pytest.raises(ValueError, match="pipeline.stage must be all or one of"):
+        run_pipeline(make_cfg("task=medmcqa", "pipeline.stage=everything"))
+
+
+def test_eval_command_scores_the_base_model(tmp_path):
+    result = run_module(
+        "src.eval", "task=medmcqa", *SMALL, "eval.heads=[base]", f"paths.output_root={tmp_path}"
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    (results,) = tmp_path.glob("runs/medmcqa/*/eval_results.jsonl")
+    records = [json.loads(line) for line in results.read_text().splitlines()]
+    assert len(records) == 4 and {r["head"] for r in records} == {"base"}
+    assert {"generation", "extracted", "gold", "accuracy", "format"} <= set(records[0])
+    client, (run,) = runs_of(tmp_path, "medmcqa")
+    assert run.data.tags["stage"] == "eval"
+    assert "eval/base/accuracy" in run.data.metrics
+    artifacts = {a.path for a in client.list_artifacts(run.info.run_id)}
+    assert {"eval_results.jsonl", "eval_summary.json", "config.yaml"} <= artifacts
+
+
+@pytest.mark.slow
+def test_whole_pipeline_command(tmp_path):
+    result = run_module(
+        "src.pipeline",
+        "task=medmcqa",
+        *SMALL,
+        "hardware=[cpu,lora]",
+        f"paths.output_root={tmp_path}",
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    folder = tmp_path / "pipeline" / "medmcqa"
+    report = json.loads((folder / "data" / "prep_report.json").read_text())
+    assert report["source"] == "sample:medmcqa_sample.jsonl" and report["val_rows"] == 4
+    assert (folder / "sft" / "adapter_config.json").is_file()
+    assert (folder / "grpo" / "adapter_config.json").is_file()
+    records = [json.loads(line) for line in (folder / "eval" / "eval_results.jsonl").open()]
+    assert [r["head"] for r in records] == ["base"] * 4 + ["sft"] * 4 + ["grpo"] * 4
+    summary = json.loads((folder / "eval" / "eval_summary.json").read_text())
+    assert set(summary) == {"base", "sft", "grpo"} and summary["sft"]["rows"] == 4
+    baseline = json.loads((folder / "baseline" / "eval_summary.json").read_text())
+    assert baseline["base"] == summary["base"]  # same questions, same greedy answers
+    _, runs = runs_of(tmp_path, "medmcqa")
+    stages = sorted(run.data.tags["stage"] for run in runs)
+    assert stages == ["baseline", "eval", "grpo", "prep", "sft"]
+    assert {run.info.status for run in runs} == {"FINISHED"}
+
+
+def test_evaluate_writes_records_for_a_saved_full_model(make_cfg, tmp_path):
+    cfg = make_cfg("task=medmcqa", *SMALL)
+    train(cfg)  # saves the tiny policy (no LoRA: full weights) to run_dir/model
+    cfg.eval.adapters.trained = cfg.save_model
+    summary = evaluate(cfg, heads=["base", "trained"], output_dir=tmp_path / "ev")
+    assert set(summary) == {"base", "trained"}
+    lines = (tmp_path / "ev" / "eval_results.jsonl").read_text().splitlines()
+    assert len(lines) == 8
