@@ -73,7 +73,7 @@ def test_train_command_medmcqa_solution_tag(tmp_path):
     assert run.data.tags["data_source"] == "sample:medmcqa_sample.jsonl"
     assert run.data.params["data_report.all.rows"] == "246"
     assert run.data.params["reward.weights.format"] == "0.5"
-    assert "SYNTHETIC sample" in result.stderr
+    assert "SYNTHETIC sample" in result.stdout + result.stderr
     (saved,) = tmp_path.glob("runs/medmcqa/*/model/config.json")  # the trained policy is kept
 
 
@@ -167,9 +167,9 @@ def test_whole_pipeline_command(tmp_path):
 
 
 def test_evaluate_writes_records_for_a_saved_full_model(make_cfg, tmp_path):
-    cfg = make_cfg("task=medmcqa", *SMALL)
+    cfg = make_cfg("task=medmcqa", *SMALL, f"+eval.adapters.trained={tmp_path / 'run' / 'model'}")
     train(cfg)  # saves the tiny policy (no LoRA: full weights) to run_dir/model
-    cfg.eval.adapters.trained = cfg.save_model
+    assert (tmp_path / "run" / "model" / "config.json").is_file()
     summary = evaluate(cfg, heads=["base", "trained"], output_dir=tmp_path / "ev")
     assert set(summary) == {"base", "trained"}
     lines = (tmp_path / "ev" / "eval_results.jsonl").read_text().splitlines()
