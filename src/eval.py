@@ -18,7 +18,8 @@ import lightning as L
 from hydra.utils import instantiate
 from omegaconf import DictConfig
 
-from src.evaluation.scoring import PRIVATE, score_head
+from src.data.files import jsonl_line
+from src.evaluation.scoring import score_head
 from src.model.causal_lm import CausalLM
 from src.utils.mlflow_logger import mlflow_loggers
 from src.utils.run_record import log_artifacts, log_report, recorded_run
@@ -109,10 +110,8 @@ def evaluate(
                 head, lm, sampler, policy, reward, rows, eval_cfg.batch_size, extract
             )
             del lm
-            for record in records:  # written head by head: a later failure keeps these
-                clean = {k: v for k, v in record.items() if k not in PRIVATE}
-                results.write(json.dumps(clean, ensure_ascii=False, default=str) + "\n")
-            results.flush()
+            results.writelines(jsonl_line(record) for record in records)
+            results.flush()  # head by head: a later failure keeps these
             for logger in mlflow_loggers(loggers):
                 logger.log_metrics({f"eval/{head}/{k}": v for k, v in summaries[head].items()}, 0)
         summary_path.write_text(json.dumps(summaries, indent=2))

@@ -24,8 +24,8 @@ import lightning as L
 from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf, open_dict
 
+from src.data.files import jsonl_line
 from src.eval import evaluate
-from src.evaluation.scoring import PRIVATE
 from src.sft.warm_start import use_warm_start, warm_start
 from src.train import train
 from src.utils.run_record import log_report, recorded_run
@@ -41,9 +41,7 @@ def stage_tags(cfg: DictConfig, stage: str) -> dict[str, str]:
 def write_jsonl(path: Path, rows: list[dict[str, Any]]) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     with path.open("w", encoding="utf-8") as handle:
-        for row in rows:
-            clean = {k: v for k, v in row.items() if k not in PRIVATE}
-            handle.write(json.dumps(clean, ensure_ascii=False, default=str) + "\n")
+        handle.writelines(jsonl_line(row) for row in rows)
 
 
 def prep(cfg: DictConfig) -> None:

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 SUFFIXES = (".json", ".jsonl", ".parquet")
+PRIVATE = ("_line", "_file")  # bookkeeping keys the readers add; never written back
 
 
 class DataFileError(ValueError):
@@ -77,3 +78,9 @@ def require_fields(rows: Iterable[dict[str, Any]], fields: Iterable[str], source
         if missing:
             where = f"line {row['_line']}" if "_line" in row else f"row {index}"
             raise DataFileError(f"{source}: {where}: missing field(s) {missing}; required {fields}")
+
+
+def jsonl_line(row: dict[str, Any]) -> str:
+    """One row as a JSONL line, without the readers' bookkeeping keys."""
+    clean = {key: value for key, value in row.items() if key not in PRIVATE}
+    return json.dumps(clean, ensure_ascii=False, default=str) + "\n"

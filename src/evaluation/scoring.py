@@ -17,7 +17,6 @@ from src.policy.episode import Role, Sampler, run_episode
 from src.reward.combine import CombinedReward
 
 Extractor = Callable[[str], str | None]
-PRIVATE = ("_line", "_file")
 
 
 def score_head(
