@@ -14,7 +14,6 @@ from pathlib import Path
 from typing import Any
 
 import hydra
-import lightning as L
 from hydra.utils import instantiate
 from omegaconf import DictConfig
 
@@ -22,7 +21,8 @@ from src.data.files import jsonl_line
 from src.evaluation.scoring import score_head
 from src.model.causal_lm import CausalLM
 from src.utils.mlflow_logger import mlflow_loggers
-from src.utils.run_record import log_artifacts, log_report, recorded_run
+from src.utils.run_parts import build_run_parts
+from src.utils.run_record import log_artifacts, recorded_run
 
 log = logging.getLogger(__name__)
 
@@ -78,25 +78,21 @@ def evaluate(
     tags: dict[str, str] | None = None,
 ) -> dict[str, dict[str, float]]:
     """Score each head on the configured split; return {head: {metric: mean}}."""
-    L.seed_everything(cfg.seed, workers=True)
     eval_cfg = cfg.eval
-    datamodule = instantiate(cfg.data)
-    datamodule.prepare_rows()  # bad data fails here, before any model loads
     if eval_cfg.split not in ("validation", "train"):
         raise ValueError(f"eval.split must be validation or train, got {eval_cfg.split!r}")
+    parts = build_run_parts(cfg)  # bad data fails here, before any model loads
+    datamodule, loggers = parts.datamodule, parts.loggers
     rows = datamodule.val_rows if eval_cfg.split == "validation" else datamodule.train_rows
     rows = rows[: eval_cfg.max_rows] if eval_cfg.max_rows else rows
     folders = head_folders(eval_cfg, list(heads or eval_cfg.heads))
-    policy, reward, sampler = (instantiate(cfg[name]) for name in ("policy", "reward", "rollout"))
     extract = instantiate(eval_cfg.extract) if eval_cfg.get("extract") else None
     output_dir = Path(output_dir or eval_cfg.output_dir)
     output_dir.mkdir(parents=True, exist_ok=True)
     results_path, summary_path = output_dir / "eval_results.jsonl", output_dir / "eval_summary.json"
-    loggers = [instantiate(logger) for logger in cfg.get("logger", {}).values()]
     summaries: dict[str, dict[str, float]] = {}
     run_tags = {"stage": "eval", "heads": ",".join(folders), **(tags or {})}
-    with recorded_run(loggers, cfg, run_tags), results_path.open("w") as results:
-        log_report(loggers, datamodule.report, "data_report.json")
+    with recorded_run(loggers, cfg, run_tags, datamodule.report), results_path.open("w") as results:
         for head, folder in folders.items():
             log.info(
                 "Scoring head %s (%s) on %d %s rows",
@@ -107,7 +103,14 @@ def evaluate(
             )
             lm = load_head(cfg.model, folder)
             records, summaries[head] = score_head(
-                head, lm, sampler, policy, reward, rows, eval_cfg.batch_size, extract
+                head,
+                lm,
+                parts.sampler,
+                parts.policy,
+                parts.reward,
+                rows,
+                eval_cfg.batch_size,
+                extract,
             )
             del lm
             results.writelines(jsonl_line(record) for record in records)

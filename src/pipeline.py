@@ -20,15 +20,14 @@ from pathlib import Path
 from typing import Any
 
 import hydra
-import lightning as L
-from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf, open_dict
 
 from src.data.files import jsonl_line
 from src.eval import evaluate
 from src.sft.warm_start import use_warm_start, warm_start
 from src.train import train
-from src.utils.run_record import log_report, recorded_run
+from src.utils.run_parts import build_run_parts
+from src.utils.run_record import recorded_run
 
 log = logging.getLogger(__name__)
 STAGES = ("prep", "baseline", "sft", "grpo", "eval")
@@ -46,17 +45,12 @@ def write_jsonl(path: Path, rows: list[dict[str, Any]]) -> None:
 
 def prep(cfg: DictConfig) -> None:
     """Clean the configured data and write the split every later stage uses."""
-    L.seed_everything(cfg.seed, workers=True)
-    datamodule = instantiate(cfg.data)
-    datamodule.prepare_rows()
-    folder = Path(cfg.pipeline.dir) / "data"
-    loggers = [instantiate(logger) for logger in cfg.get("logger", {}).values()]
-    tags = {**stage_tags(cfg, "prep"), "data_source": datamodule.report["source"]}
-    with recorded_run(loggers, cfg, tags):
+    parts = build_run_parts(cfg)
+    datamodule, folder = parts.datamodule, Path(cfg.pipeline.dir) / "data"
+    with recorded_run(parts.loggers, cfg, stage_tags(cfg, "prep"), datamodule.report):
         write_jsonl(folder / "train.jsonl", datamodule.train_rows)
         write_jsonl(folder / "validation.jsonl", datamodule.val_rows)
         (folder / "prep_report.json").write_text(json.dumps(datamodule.report, indent=2))
-        log_report(loggers, datamodule.report, "data_report.json")
     log.info("prep: %s -> %s", datamodule.report, folder)
 
 
@@ -89,13 +83,12 @@ def sft(cfg: DictConfig) -> None:
     derived = prepared(cfg)
     with open_dict(derived):
         derived.sft.enabled = True
-    L.seed_everything(derived.seed, workers=True)
-    datamodule = instantiate(derived.data)
-    datamodule.prepare_rows()
-    policy, reward, sampler = (instantiate(derived[k]) for k in ("policy", "reward", "rollout"))
-    loggers = [instantiate(logger) for logger in derived.get("logger", {}).values()]
-    with recorded_run(loggers, derived, stage_tags(cfg, "sft")):
-        folder = warm_start(derived, datamodule, policy, reward, sampler, loggers)
+    parts = build_run_parts(derived)
+    report = parts.datamodule.report
+    with recorded_run(parts.loggers, derived, stage_tags(cfg, "sft"), report):
+        folder = warm_start(
+            derived, parts.datamodule, parts.policy, parts.reward, parts.sampler, parts.loggers
+        )
     target = Path(cfg.pipeline.dir) / "sft"
     shutil.rmtree(target, ignore_errors=True)
     shutil.copytree(folder, target)

@@ -15,27 +15,24 @@ from hydra.utils import instantiate
 from omegaconf import DictConfig
 
 from src.sft.warm_start import use_warm_start, warm_start
-from src.utils.run_record import log_report, recorded_run
+from src.utils.run_parts import build_run_parts
+from src.utils.run_record import recorded_run
 
 log = logging.getLogger(__name__)
 
 
 def train(cfg: DictConfig, tags: dict[str, str] | None = None) -> dict[str, float]:
     """Run the experiment `cfg` describes and return the final metrics; `tags` go to MLflow."""
-    L.seed_everything(cfg.seed, workers=True)
-    datamodule = instantiate(cfg.data)
-    datamodule.prepare_rows()  # bad data fails here, before any model loads
-    policy = instantiate(cfg.policy)
-    reward = instantiate(cfg.reward)
-    sampler = instantiate(cfg.rollout)
-    loggers = [instantiate(logger) for logger in cfg.get("logger", {}).values()]
-    tags = {"data_source": datamodule.report["source"], **(tags or {})}
-    with recorded_run(loggers, cfg, tags):
-        log_report(loggers, datamodule.report, "data_report.json")
+    parts = build_run_parts(cfg)  # bad data fails here, before any model loads
+    datamodule, loggers = parts.datamodule, parts.loggers
+    with recorded_run(loggers, cfg, tags, datamodule.report):
         if cfg.sft.enabled:
-            use_warm_start(cfg, warm_start(cfg, datamodule, policy, reward, sampler, loggers))
+            folder = warm_start(cfg, datamodule, parts.policy, parts.reward, parts.sampler, loggers)
+            use_warm_start(cfg, folder)
         lm = instantiate(cfg.model)
-        module = instantiate(cfg.algo, lm=lm, sampler=sampler, policy=policy, reward=reward)
+        module = instantiate(
+            cfg.algo, lm=lm, sampler=parts.sampler, policy=parts.policy, reward=parts.reward
+        )
         callbacks = [instantiate(callback) for callback in cfg.get("callbacks", {}).values()]
         trainer: L.Trainer = instantiate(cfg.trainer, logger=loggers, callbacks=callbacks)
 

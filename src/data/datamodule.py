@@ -38,9 +38,8 @@ class PromptDataModule(L.LightningDataModule):
     `path` (a local JSON/JSONL/Parquet file) takes precedence over `source`; `val_path` gives
     a separate held-out file, otherwise the source's own validation split or, failing that,
     the first `val_size` rows after a seeded shuffle are held out (at most `max_val_rows`
-    of them are scored). `schema`, when given,
-    turns every raw row into the recipe's canonical row, dropping incomplete rows (counted in
-    `report`) and stopping at wrong ones. Training batches are drawn at random for
+    of them are scored). `schema`, when given, turns every raw row into the recipe's
+    canonical row, dropping incomplete rows (counted in `report`) and stopping at wrong ones. Training batches are drawn at random for
     `num_batches` steps, so the progress bar counts optimizer steps rather than epochs.
     """
 
@@ -95,8 +94,7 @@ class PromptDataModule(L.LightningDataModule):
     def _raw_splits(self) -> tuple[list[dict[str, Any]], list[dict[str, Any]] | None, str]:
         """Training rows, held-out rows if the source has them, and a name for the source."""
         if self.path is not None:
-            val = self._file_rows(self.val_path) if self.val_path is not None else None
-            return self._file_rows(self.path), val, str(self.path)
+            return self._file_rows(self.path), None, str(self.path)
         loaded = self.source()
         if isinstance(loaded, dict):
             source = str(loaded.get("source", "built-in data source"))

@@ -58,8 +58,14 @@ def config_choices(cfg: DictConfig) -> dict[str, str]:
     }
 
 
-def record_run(loggers: list[Any], cfg: DictConfig, tags: dict[str, str] | None = None) -> None:
-    """Log params, tags (plus any `tags` given) and the resolved config to every MLflow logger."""
+def record_run(
+    loggers: list[Any],
+    cfg: DictConfig,
+    tags: dict[str, str] | None = None,
+    data_report: dict[str, Any] | None = None,
+) -> None:
+    """Log params, tags (plus any `tags` given), the resolved config and, when given, the data
+    report (tag `data_source`, params `data_report.*`, `data_report.json`) to every MLflow logger."""
     resolved = OmegaConf.to_container(cfg, resolve=True)
     params = {
         key: value for key, value in flatten(resolved).items() if not key.endswith("_target_")
@@ -68,6 +74,7 @@ def record_run(loggers: list[Any], cfg: DictConfig, tags: dict[str, str] | None 
         **config_choices(cfg),
         "task": str(cfg.task_name),
         "git_commit": git_commit(),
+        **({"data_source": str(data_report["source"])} if data_report else {}),
         **(tags or {}),
     }
     for logger in mlflow_loggers(loggers):
@@ -78,16 +85,22 @@ def record_run(loggers: list[Any], cfg: DictConfig, tags: dict[str, str] | None 
             path = Path(folder) / "config.yaml"
             path.write_text(OmegaConf.to_yaml(cfg, resolve=True))
             logger.experiment.log_artifact(logger.run_id, str(path))
+    if data_report:
+        log_report(loggers, data_report, "data_report.json")
 
 
 @contextlib.contextmanager
 def recorded_run(
-    loggers: list[Any], cfg: DictConfig, tags: dict[str, str] | None = None
+    loggers: list[Any],
+    cfg: DictConfig,
+    tags: dict[str, str] | None = None,
+    data_report: dict[str, Any] | None = None,
 ) -> Iterator[None]:
-    """Open the run's record (params, tags, config) and close it FINISHED, or FAILED if the
-    body raises, so that no run is left RUNNING and nothing logged before a failure is lost."""
+    """Open the run's record (params, tags, config, data report) and close it FINISHED, or
+    FAILED if the body raises, so that no run is left RUNNING and nothing logged before a
+    failure is lost."""
     try:
-        record_run(loggers, cfg, tags)
+        record_run(loggers, cfg, tags, data_report)
         yield
     except BaseException:
         for logger in loggers:
