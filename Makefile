@@ -4,7 +4,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: train test test-fast lint format clean-outputs
+.PHONY: train test test-fast ui lint format clean-outputs
 
 # Create the virtual environment once: the CPU/CUDA torch wheel first, so that
 # nothing later pulls a different torch build, then the project with its dev extra, then the
@@ -27,6 +27,10 @@ test: $(STAMP)  ## the whole test suite, as CI runs it
 
 test-fast: $(STAMP)  ## the inner loop: everything not marked slow
 	$(PY) -m pytest -q -m "not slow"
+
+PORT ?= 5000
+ui: $(STAMP)  ## the MLflow UI over outputs/mlflow.db, on localhost only
+	$(VENV)/bin/mlflow ui --backend-store-uri sqlite:///outputs/mlflow.db --host 127.0.0.1 --port $(PORT)
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check . && $(VENV)/bin/ruff format --check .

@@ -23,6 +23,7 @@ from src.model.causal_lm import CausalLM
 from src.utils.mlflow_logger import mlflow_loggers
 from src.utils.run_parts import build_run_parts
 from src.utils.run_record import log_artifacts, recorded_run
+from src.utils.sweep import sweep_job
 
 log = logging.getLogger(__name__)
 
@@ -134,8 +135,11 @@ def summary_table(summaries: dict[str, dict[str, float]]) -> str:
 
 @hydra.main(version_base="1.3", config_path="../conf", config_name="train")
 def main(cfg: DictConfig) -> Any:
-    """Command-line entry: `python -m src.eval task=medmcqa eval.heads=[base,sft]`."""
-    return evaluate(cfg)
+    """Command-line entry: `python -m src.eval task=medmcqa eval.heads=[base,sft]`; in a
+    multirun, a failing job is recorded and the sweep goes on."""
+    with sweep_job(cfg):
+        return evaluate(cfg)
+    return None
 
 
 if __name__ == "__main__":

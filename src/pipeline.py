@@ -28,6 +28,7 @@ from src.sft.warm_start import use_warm_start, warm_start
 from src.train import train
 from src.utils.run_parts import build_run_parts
 from src.utils.run_record import recorded_run
+from src.utils.sweep import sweep_job
 
 log = logging.getLogger(__name__)
 STAGES = ("prep", "baseline", "sft", "grpo", "eval")
@@ -138,8 +139,10 @@ def run_pipeline(cfg: DictConfig) -> list[str]:
 
 @hydra.main(version_base="1.3", config_path="../conf", config_name="train")
 def main(cfg: DictConfig) -> Any:
-    """Command-line entry: `python -m src.pipeline task=medmcqa`."""
-    run_pipeline(cfg)
+    """Command-line entry: `python -m src.pipeline task=medmcqa`; in a multirun, a failing
+    job is recorded and the sweep goes on."""
+    with sweep_job(cfg):
+        run_pipeline(cfg)
 
 
 if __name__ == "__main__":

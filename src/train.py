@@ -17,6 +17,7 @@ from omegaconf import DictConfig
 from src.sft.warm_start import use_warm_start, warm_start
 from src.utils.run_parts import build_run_parts
 from src.utils.run_record import recorded_run
+from src.utils.sweep import optimized_value, sweep_job
 
 log = logging.getLogger(__name__)
 
@@ -51,9 +52,11 @@ def train(cfg: DictConfig, tags: dict[str, str] | None = None) -> dict[str, floa
 
 @hydra.main(version_base="1.3", config_path="../conf", config_name="train")
 def main(cfg: DictConfig) -> Any:
-    """Command-line entry; returns the optimized metric for hyperparameter sweepers."""
-    metrics = train(cfg)
-    return metrics.get(cfg.get("optimized_metric") or "", None)
+    """Command-line entry; returns the optimized metric for hyperparameter sweepers. In a
+    multirun, a failing job is recorded and returns None, and the sweep goes on."""
+    with sweep_job(cfg):
+        return optimized_value(cfg, train(cfg))
+    return None
 
 
 if __name__ == "__main__":

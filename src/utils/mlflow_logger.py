@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import traceback
 from collections.abc import Iterable
 from typing import Any
 
@@ -25,3 +26,11 @@ class MLflowRunLogger(MLFlowLogger):
     def end_run(self) -> None:
         """Mark the run FINISHED."""
         super().finalize("success")
+
+
+def record_error(client: Any, run_id: str, error: BaseException) -> None:
+    """Attach a failure to a run: tag `error` ("Type: message", short enough for the UI's run
+    table) and the full traceback as the artifact `error.txt`."""
+    summary = f"{type(error).__name__}: {error}"
+    client.set_tag(run_id, "error", summary[:4000])
+    client.log_text(run_id, "".join(traceback.format_exception(error)), "error.txt")

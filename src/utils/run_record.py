@@ -12,8 +12,9 @@ from typing import Any
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 
-from src.utils.mlflow_logger import mlflow_loggers
+from src.utils.mlflow_logger import mlflow_loggers, record_error
 from src.utils.resolvers import PROJECT_ROOT
+from src.utils.sweep import sweep_tags
 
 
 def flatten(config: Any, prefix: str = "") -> dict[str, Any]:
@@ -64,8 +65,9 @@ def record_run(
     tags: dict[str, str] | None = None,
     data_report: dict[str, Any] | None = None,
 ) -> None:
-    """Log params, tags (plus any `tags` given), the resolved config and, when given, the data
-    report (tag `data_source`, params `data_report.*`, `data_report.json`) to every MLflow logger."""
+    """Log params, tags (plus any `tags` given; inside a multirun the sweep's), the resolved
+    config and, when given, the data report (tag `data_source`, params `data_report.*`,
+    `data_report.json`) to every MLflow logger."""
     resolved = OmegaConf.to_container(cfg, resolve=True)
     params = {
         key: value for key, value in flatten(resolved).items() if not key.endswith("_target_")
@@ -75,6 +77,7 @@ def record_run(
         "task": str(cfg.task_name),
         "git_commit": git_commit(),
         **({"data_source": str(data_report["source"])} if data_report else {}),
+        **sweep_tags(cfg),
         **(tags or {}),
     }
     for logger in mlflow_loggers(loggers):
@@ -97,12 +100,16 @@ def recorded_run(
     data_report: dict[str, Any] | None = None,
 ) -> Iterator[None]:
     """Open the run's record (params, tags, config, data report) and close it FINISHED, or
-    FAILED if the body raises, so that no run is left RUNNING and nothing logged before a
-    failure is lost."""
+    FAILED with the error attached if the body raises, so that no run is left RUNNING and
+    nothing logged before a failure is lost."""
     try:
         record_run(loggers, cfg, tags, data_report)
         yield
-    except BaseException:
+    except BaseException as error:
+        for logger in mlflow_loggers(loggers):
+            # Never hide the run's own error behind a logging one.
+            with contextlib.suppress(Exception):
+                record_error(logger.experiment, logger.run_id, error)
         for logger in loggers:
             logger.finalize("failed")
         raise

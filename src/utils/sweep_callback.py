@@ -1,0 +1,190 @@
+"""The Hydra callback that gives every multirun a parent MLflow run listing its jobs.
+
+Configured in `conf/hydra/default.yaml`, so `python -m src.train -m a=1,2 b=x,y` records one
+parent run (tag `sweep_role=parent`) and one child run per job, whatever the sweeper (basic,
+Optuna) or launcher (basic, submitit local or SLURM).
+"""
+
+from __future__ import annotations
+
+import atexit
+import logging
+import os
+import secrets
+from pathlib import Path
+from typing import Any
+
+from hydra.experimental.callback import Callback
+from omegaconf import DictConfig, OmegaConf
+
+from src.utils.sweep import SWEEP_ENV, Sweep, experiment_id, mlflow_target, swept_keys
+
+log = logging.getLogger(__name__)
+
+OPTUNA_RESULTS = "optimization_results.yaml"  # what the Optuna sweeper writes into the sweep folder
+
+
+def _plain(node: Any) -> Any:
+    """A config node as plain data, resolved where its interpolations allow."""
+    try:
+        return OmegaConf.to_container(node, resolve=True)
+    except Exception:
+        return OmegaConf.to_container(node, resolve=False)
+
+
+class MlflowSweepCallback(Callback):
+    """Opens the sweep's parent run before the first job and, after the last, lists the jobs'
+    runs in it (`children.json`, tags `jobs_*`, `best_run_id`, metric `best/<metric>`).
+
+    A job left RUNNING (its process was killed) is marked FAILED. If the sweep itself dies, the
+    parent is closed FAILED at interpreter exit. Failed jobs are logged at the end as errors;
+    Hydra does not let a callback change the exit status.
+    """
+
+    def __init__(self) -> None:
+        self._state: dict[str, Any] | None = None
+
+    def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
+        from mlflow import MlflowClient
+
+        target = mlflow_target(config)
+        if target is None:
+            log.info("No MLflow logger configured: the sweep has no parent run")
+            return
+        client = MlflowClient(tracking_uri=target.tracking_uri)
+        experiment = experiment_id(client, target)
+        hydra_cfg = config.hydra
+        sweep_dir = Path(str(hydra_cfg.sweep.dir))
+        sweep_id = f"{sweep_dir.name}-{secrets.token_hex(2)}"
+        swept = swept_keys(hydra_cfg)
+        run = client.create_run(
+            experiment,
+            run_name=f"sweep {sweep_id}",
+            tags={
+                "sweep_id": sweep_id,
+                "sweep_role": "parent",
+                "sweep_dir": str(sweep_dir),
+                "sweep_keys": ",".join(swept),
+                "sweeper": str(hydra_cfg.sweeper.get("_target_", "")),
+                "launcher": str(hydra_cfg.launcher.get("_target_", "")),
+                "task": str(config.get("task_name", "")),
+            },
+        )
+        parent = run.info.run_id
+        client.log_dict(
+            parent,
+            {
+                "overrides": list(hydra_cfg.overrides.task),
+                "swept": list(swept),
+                "sweeper": _plain(hydra_cfg.sweeper),
+                "launcher": _plain(hydra_cfg.launcher),
+            },
+            "sweep.yaml",
+        )
+        os.environ[SWEEP_ENV] = Sweep(sweep_id, parent, swept).to_env()
+        direction = hydra_cfg.sweeper.get("direction") or "maximize"
+        self._state = {
+            "tracking_uri": target.tracking_uri,
+            "experiment": experiment,
+            "parent": parent,
+            "sweep_id": sweep_id,
+            "sweep_dir": str(sweep_dir),
+            "metric": config.get("optimized_metric"),
+            "minimize": str(direction).lower() == "minimize",
+        }
+        atexit.register(self._close_after_crash)
+        log.info(
+            "Sweep %s: parent MLflow run %s in experiment '%s'; swept: %s",
+            sweep_id,
+            parent,
+            target.experiment_name,
+            ", ".join(swept) or "nothing",
+        )
+
+    def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
+        failed = self._close(aborted=False)
+        if failed:
+            log.error(
+                "%d job(s) of the sweep failed: %s. The other jobs finished; each failed "
+                "job's run carries its error (tag `error`, artifact error.txt) and its log is in "
+                "its job folder.",
+                len(failed),
+                "; ".join(f"job {row['job']}: {row['error']}" for row in failed),
+            )
+
+    def _close_after_crash(self) -> None:
+        """At interpreter exit: the sweep ended without `on_multirun_end`."""
+        if self._state is not None:
+            log.error("The sweep stopped before its end; closing its parent run as FAILED")
+            self._close(aborted=True)
+
+    def _close(self, aborted: bool) -> list[dict[str, Any]]:
+        """List the children in the parent run, close it, and return the failed children."""
+        from mlflow import MlflowClient
+
+        state, self._state = self._state, None
+        if state is None:
+            return []
+        atexit.unregister(self._close_after_crash)
+        os.environ.pop(SWEEP_ENV, None)
+        client = MlflowClient(tracking_uri=state["tracking_uri"])
+        rows = [
+            self._child_row(client, run, state["metric"])
+            for run in client.search_runs(
+                [state["experiment"]],
+                filter_string=f"tags.sweep_id = '{state['sweep_id']}'",
+                max_results=50000,
+            )
+            if run.info.run_id != state["parent"]
+        ]
+        rows.sort(key=lambda row: (row["job"], row["run_name"]))
+        parent = state["parent"]
+        client.log_dict(parent, rows, "children.json")
+        failed = [row for row in rows if row["status"] != "FINISHED"]
+        client.set_tag(parent, "jobs", str(len(rows)))
+        client.set_tag(parent, "jobs_finished", str(len(rows) - len(failed)))
+        client.set_tag(parent, "jobs_failed", str(len(failed)))
+        scored = [row for row in rows if row["status"] == "FINISHED" and row["metric"] is not None]
+        if scored:
+            pick = min if state["minimize"] else max
+            best = pick(scored, key=lambda row: row["metric"])
+            client.set_tag(parent, "best_run_id", best["run_id"])
+            client.log_metric(parent, f"best/{state['metric']}", best["metric"])
+        optuna_results = Path(state["sweep_dir"]) / OPTUNA_RESULTS
+        if optuna_results.exists():
+            client.log_artifact(parent, str(optuna_results))
+        client.set_terminated(parent, "FAILED" if aborted else "FINISHED")
+        self._log_summary(state, rows)
+        return failed
+
+    @staticmethod
+    def _child_row(client: Any, run: Any, metric: str | None) -> dict[str, Any]:
+        """One job's line in `children.json`; a child still RUNNING is dead and marked FAILED."""
+        tags = run.data.tags
+        status = run.info.status
+        if status == "RUNNING":
+            client.set_tag(run.info.run_id, "error", "the job ended without closing its run")
+            client.set_terminated(run.info.run_id, "FAILED")
+            status = "FAILED"
+        return {
+            "job": int(tags.get("sweep_job", -1)),
+            "run_id": run.info.run_id,
+            "run_name": run.info.run_name or "",
+            "status": status,
+            "values": {
+                k.removeprefix("sweep."): v for k, v in tags.items() if k.startswith("sweep.")
+            },
+            "metric": run.data.metrics.get(metric) if metric else None,
+            "error": tags.get("error", "the job ended without closing its run")
+            if status != "FINISHED"
+            else None,
+        }
+
+    @staticmethod
+    def _log_summary(state: dict[str, Any], rows: list[dict[str, Any]]) -> None:
+        """One log line per job: the table a researcher looks for when the sweep ends."""
+        log.info("Sweep %s: %d runs", state["sweep_id"], len(rows))
+        for row in rows:
+            values = " ".join(f"{k}={v}" for k, v in row["values"].items())
+            score = "" if row["metric"] is None else f" {state['metric']}={row['metric']:.4g}"
+            log.info("  job %s %-8s %s%s", row["job"], row["status"], values, score)
