@@ -67,49 +67,59 @@ def test_six_job_sweep_leaves_six_children_and_a_parent(six_job_sweep):
     print(f"six-job sweep took {six_job_sweep.seconds:.1f} s")
 
 
-@pytest.mark.slow
-def test_failing_jobs_leave_the_others_finished_with_submitit_local(tmp_path):
-    """Four jobs through the local submitit launcher (one process each): one fails during
-    training (a negative learning rate), two before opening their run (a malformed data
-    file); the fourth finishes, and every failure is a FAILED child run carrying its error."""
-    good, bad = tmp_path / "good.jsonl", tmp_path / "bad.jsonl"
+def data_files(folder: Path) -> tuple[Path, Path]:
+    """A good JSONL file of sums and one whose second line is broken."""
+    good, bad = folder / "good.jsonl", folder / "bad.jsonl"
     rows = [{"question": f"What is {a} + 2?", "answer": str(a + 2)} for a in range(12)]
     good.write_text("".join(json.dumps(row) + "\n" for row in rows))
     bad.write_text(json.dumps(rows[0]) + "\n{not json\n")
+    return good, bad
+
+
+SMALL_FILE_JOB = ["data.val_size=4", *[a for a in SMALL_JOB if not a.startswith("data.val_size")]]
+
+
+def test_a_failing_job_leaves_the_jobs_after_it_finished(tmp_path):
+    """Three jobs, one after another; the middle one fails before opening its run (a malformed
+    data file). The third still runs, and the failure is a FAILED child run with its error."""
+    good, bad = data_files(tmp_path)
+    store = sweep(tmp_path / "outputs", f"data.path={good},{bad},{good}", *SMALL_FILE_JOB)
+    parent, children = parent_and_children(store)
+    assert [run.info.status for run in children] == ["FINISHED", "FAILED", "FINISHED"]
+    failed = children[1]
+    assert Path(failed.data.tags["sweep.data.path"]).name == "bad.jsonl"
+    assert failed.data.tags["error"].startswith("DataFileError: ")
+    assert "bad.jsonl:2" in failed.data.tags["error"]
+    assert failed.data.tags["mlflow.parentRunId"] == parent.info.run_id
+    traceback = store.client().download_artifacts(failed.info.run_id, "error.txt")
+    assert "DataFileError" in Path(traceback).read_text()
+    assert "error" not in children[2].data.tags
+    assert parent.info.status == "FINISHED"
+    assert (parent.data.tags["jobs_finished"], parent.data.tags["jobs_failed"]) == ("2", "1")
+    assert "1 job(s) of the sweep failed: job 1: DataFileError" in store.log
+
+
+@pytest.mark.slow
+def test_a_failing_job_leaves_the_other_finished_with_submitit_local(tmp_path):
+    """Two jobs through the local submitit launcher (one process each); one fails during
+    training (a negative learning rate), keeping what it logged before failing."""
+    good, _ = data_files(tmp_path)
     store = sweep(
         tmp_path / "outputs",
         "hydra/launcher=submitit_local",
-        f"data.path={good},{bad}",
+        f"data.path={good}",
         "algo.optimizer.lr=1e-5,-1",
-        "data.val_size=4",
-        *[arg for arg in SMALL_JOB if not arg.startswith("data.val_size")],
+        *SMALL_FILE_JOB,
     )
     parent, children = parent_and_children(store)
-    by_values = {
-        (Path(run.data.tags["sweep.data.path"]).name, run.data.tags["sweep.algo.optimizer.lr"]): run
-        for run in children
-    }
-    assert set(by_values) == {
-        (name, lr) for name in ("good.jsonl", "bad.jsonl") for lr in ("1e-05", "-1")
-    }
-    assert by_values["good.jsonl", "1e-05"].info.status == "FINISHED"
-    assert "error" not in by_values["good.jsonl", "1e-05"].data.tags
-    during = by_values["good.jsonl", "-1"]
-    assert during.info.status == "FAILED"
-    assert during.data.tags["error"] == "ValueError: Invalid learning rate: -1"
-    assert "eval/accuracy" in during.data.metrics  # what it logged before failing is kept
-    for lr in ("1e-05", "-1"):
-        before = by_values["bad.jsonl", lr]
-        assert before.info.status == "FAILED"
-        assert before.data.tags["error"].startswith("DataFileError: ")
-        assert "bad.jsonl:2" in before.data.tags["error"]
-        assert before.data.tags["mlflow.parentRunId"] == parent.info.run_id
-        traceback = store.client().download_artifacts(before.info.run_id, "error.txt")
-        assert "DataFileError" in Path(traceback).read_text()
-    assert parent.info.status == "FINISHED"
-    assert (parent.data.tags["jobs_finished"], parent.data.tags["jobs_failed"]) == ("1", "3")
     assert parent.data.tags["launcher"].endswith("LocalLauncher")
-    assert "3 job(s) of the sweep failed" in store.log
+    by_lr = {run.data.tags["sweep.algo.optimizer.lr"]: run for run in children}
+    assert by_lr["1e-05"].info.status == "FINISHED"
+    failed = by_lr["-1"]
+    assert failed.info.status == "FAILED"
+    assert failed.data.tags["error"] == "ValueError: Invalid learning rate: -1"
+    assert "eval/accuracy" in failed.data.metrics  # the step-0 evaluation before the failure
+    assert (parent.data.tags["jobs_finished"], parent.data.tags["jobs_failed"]) == ("1", "1")
 
 
 def test_optuna_search_maximizes_eval_accuracy(tmp_path):
