@@ -14,6 +14,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+from src.utils.folders import published_folder
 from src.utils.hub import hub_reachable
 
 log = logging.getLogger(__name__)
@@ -54,12 +55,11 @@ def convert_gguf(package: str, gguf_file: str, folder: str | Path) -> Path:
     network.hf_quantizer = None
     if hasattr(network.config, "quantization_config"):
         del network.config.quantization_config
-    partial = folder.with_name(folder.name + ".partial")
-    shutil.rmtree(partial, ignore_errors=True)
-    network.save_pretrained(partial)
-    tokenizer.save_pretrained(partial)
-    shutil.rmtree(folder, ignore_errors=True)
-    partial.rename(folder)
+    if not (folder / "config.json").exists():  # an incomplete folder from an older version
+        shutil.rmtree(folder, ignore_errors=True)
+    with published_folder(folder) as partial:
+        network.save_pretrained(partial)
+        tokenizer.save_pretrained(partial)
     return folder
 
 

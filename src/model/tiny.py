@@ -12,6 +12,8 @@ import torch
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers
 from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
 
+from src.utils.folders import published_folder
+
 SPECIAL_TOKENS = ("<pad>", "<s>", "</s>")
 
 
@@ -65,6 +67,7 @@ def build_tiny_llama(
     torch.random.set_rng_state(generator_state)
     model.generation_config.pad_token_id = tokenizer.pad_token_id
     model.generation_config.eos_token_id = tokenizer.eos_token_id
-    model.save_pretrained(path)
-    tokenizer.save_pretrained(path)
+    with published_folder(path) as partial:  # jobs of a sweep may build it at the same time
+        model.save_pretrained(partial)
+        tokenizer.save_pretrained(partial)
     return path

@@ -21,6 +21,7 @@ from torch.utils.data import DataLoader
 
 from src.data.datamodule import PromptDataModule, keep_rows, step_loader
 from src.sft.module import SFTModule
+from src.utils.folders import published_folder
 from src.utils.mlflow_logger import mlflow_loggers
 from src.utils.progress import StepProgressBar
 
@@ -82,13 +83,12 @@ def warm_start(
     )
     log.info("SFT warm start: up to %d steps on %d rows", sft.max_steps, len(train_rows))
     trainer.fit(module, train_loader, check_loader)
-    partial = folder.with_name(folder.name + ".partial")
-    shutil.rmtree(partial, ignore_errors=True)
-    lm.save(partial, merge=False)
     summary = {"steps": trainer.global_step, "eval_reward": module.last_eval_reward}
-    (partial / DONE).write_text(json.dumps(summary, indent=2))
-    shutil.rmtree(folder, ignore_errors=True)
-    partial.rename(folder)
+    if not (folder / DONE).exists():  # an interrupted attempt of an older version
+        shutil.rmtree(folder, ignore_errors=True)
+    with published_folder(folder) as partial:
+        lm.save(partial, merge=False)
+        (partial / DONE).write_text(json.dumps(summary, indent=2))
     log.info("SFT warm start: %s -> %s", summary, folder)
     return folder
 
