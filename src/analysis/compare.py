@@ -117,8 +117,9 @@ def plot_metrics(runs: pd.DataFrame, histories: pd.DataFrame, metrics: Sequence[
             if points.empty:
                 continue
             style = "-" if run.status == "FINISHED" else ":"
+            marker = "o" if len(points) <= 25 else None  # dots only where they can be told apart
             axis.plot(
-                points.step, points.value, style, marker="o", label=configuration(run, columns)
+                points.step, points.value, style, marker=marker, label=configuration(run, columns)
             )
         axis.set_title(metric)
         axis.set_xlabel("step")

@@ -49,11 +49,13 @@ class Sweep:
 
 @dataclass(frozen=True)
 class MlflowTarget:
-    """Where a config's MLflow logger writes: store, experiment and the experiment's artifacts."""
+    """Where a config's MLflow logger writes: store, experiment, the experiment's artifacts, and
+    the run name asked for (None: MLflow's or the sweep's)."""
 
     tracking_uri: str
     experiment_name: str
     artifact_location: str | None
+    run_name: str | None
 
 
 def mlflow_target(cfg: DictConfig) -> MlflowTarget | None:
@@ -64,6 +66,7 @@ def mlflow_target(cfg: DictConfig) -> MlflowTarget | None:
                 str(logger.tracking_uri),
                 str(logger.experiment_name),
                 logger.get("artifact_location"),
+                logger.get("run_name"),
             )
     return None
 
@@ -142,12 +145,8 @@ def sweep_tags(cfg: DictConfig) -> dict[str, str]:
     job = current_job()
     if job is None:
         return {}
-    target_names = [
-        logger.get("run_name")
-        for logger in (cfg.get("logger") or {}).values()
-        if isinstance(logger, Mapping)
-    ]
-    return job_tags(job, next((name for name in target_names if name), None))
+    target = mlflow_target(cfg)
+    return job_tags(job, target.run_name if target else None)
 
 
 @contextlib.contextmanager
