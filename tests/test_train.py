@@ -32,6 +32,9 @@ STEP_METRICS = [
     "num_tokens",
     "step_time",
     "loss",
+    "grad_norm",
+    "skipped_steps",
+    "rewards/accuracy/errors",
     "learning_rate",
 ]
 

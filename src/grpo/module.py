@@ -29,6 +29,10 @@ warnings.filterwarnings("ignore", message="Using ModelCheckpoint with manual opt
 warnings.filterwarnings("ignore", message=r"Found \d+ module\(s\) in eval mode")
 
 
+class NonFiniteTrainingError(RuntimeError):
+    """Too many updates in a row had a non-finite loss or gradient."""
+
+
 class GRPOModule(L.LightningModule):
     """Group Relative Policy Optimization of a `CausalLM` with a role, a sampler and rewards."""
 
@@ -53,6 +57,7 @@ class GRPOModule(L.LightningModule):
         max_completion_length: int | None = None,
         samples_every_n_steps: int = 50,
         skip_zero_advantage: bool = True,
+        max_nonfinite_steps: int = 3,
     ) -> None:
         super().__init__()
         if group_size < 2:
@@ -65,6 +70,8 @@ class GRPOModule(L.LightningModule):
             raise ValueError(f"algo.scale_rewards must be one of {SCALES}, got {scale_rewards!r}")
         if num_iterations < 1:
             raise ValueError(f"algo.num_iterations must be >= 1, got {num_iterations}")
+        if max_nonfinite_steps < 1:
+            raise ValueError(f"algo.max_nonfinite_steps must be >= 1, got {max_nonfinite_steps}")
         self.automatic_optimization = False
         self.lm = lm
         self.sampler = sampler
@@ -86,6 +93,9 @@ class GRPOModule(L.LightningModule):
         self.temperature = float(getattr(sampler, "temperature", 1.0))
         self.samples_every_n_steps = samples_every_n_steps
         self.skip_zero_advantage = skip_zero_advantage
+        self.max_nonfinite_steps = max_nonfinite_steps
+        self.skipped_steps = 0  # updates skipped for a non-finite loss or gradient, in all
+        self.nonfinite_in_a_row = 0
         # The reference policy: the disabled adapter under LoRA, else a frozen copy of the start.
         self.reference: CausalLM | None = None
         if kl_beta != 0.0 and not lm.uses_lora:
@@ -141,11 +151,15 @@ class GRPOModule(L.LightningModule):
                 break  # max_steps falls inside this rollout's updates
             loss, loss_metrics = self.policy_loss(rollout, advantages, old_logps, ref_logps)
             optimizer.zero_grad()
-            self.manual_backward(loss)
-            if self.max_grad_norm:
-                self.clip_gradients(
-                    optimizer, gradient_clip_val=self.max_grad_norm, gradient_clip_algorithm="norm"
-                )
+            grad_norm = torch.tensor(float("nan"))
+            if torch.isfinite(loss):
+                self.manual_backward(loss)
+                grad_norm = self.clipped_gradient_norm(optimizer)
+            if not (torch.isfinite(loss) and torch.isfinite(grad_norm)):
+                optimizer.zero_grad()
+                self.skip_nonfinite_update(loss, grad_norm)
+                continue
+            self.nonfinite_in_a_row = 0
             learning_rate = optimizer.param_groups[0]["lr"]
             optimizer.step()
             if scheduler is not None:
@@ -154,19 +168,61 @@ class GRPOModule(L.LightningModule):
                 **rollout_metrics,
                 **{name: float(value) for name, value in loss_metrics.items()},
                 "loss": float(loss.detach()),
+                "grad_norm": float(grad_norm),
+                "skipped_steps": self.skipped_steps,
                 "learning_rate": learning_rate,
                 "num_tokens": self.num_tokens,
                 "step_time": time.perf_counter() - started,
             }
             self.log_to_loggers(metrics)
         self.log_dict(
-            {"reward": metrics["reward"], "kl": metrics["kl"]}, prog_bar=True, logger=False
+            {"reward": rollout_metrics["reward"], "kl": float(loss_metrics["kl"])},
+            prog_bar=True,
+            logger=False,
         )
         if (
             self.samples_every_n_steps
             and self.global_step % self.samples_every_n_steps < self.num_iterations
         ):
             self.last_samples = self.sample_table(episode, advantages)
+
+    def clipped_gradient_norm(self, optimizer: Any) -> Tensor:
+        """The total gradient norm before clipping (TRL's `grad_norm`); gradients are clipped to
+        `max_grad_norm` when it is set and the norm is finite."""
+        grads = [p.grad for group in optimizer.param_groups for p in group["params"]]
+        grads = [grad for grad in grads if grad is not None]
+        if not grads:
+            return torch.tensor(0.0)
+        norm = torch.nn.utils.get_total_norm(grads)
+        if self.max_grad_norm and torch.isfinite(norm):
+            torch.nn.utils.clip_grads_with_norm_(
+                [p for group in optimizer.param_groups for p in group["params"]],
+                self.max_grad_norm,
+                norm,
+            )
+        return norm.detach().float().cpu()
+
+    def skip_nonfinite_update(self, loss: Tensor, grad_norm: Tensor) -> None:
+        """Leave the weights and optimizer state as they were; stop the run after
+        `max_nonfinite_steps` such updates in a row (the last checkpoint is from before)."""
+        self.skipped_steps += 1
+        self.nonfinite_in_a_row += 1
+        loss = loss.detach()
+        warnings.warn(
+            f"step {self.global_step + 1}: non-finite loss ({float(loss):g}) or gradient norm "
+            f"({float(grad_norm):g}); update skipped ({self.nonfinite_in_a_row} in a row)",
+            RuntimeWarning,
+            stacklevel=2,
+        )
+        if self.nonfinite_in_a_row >= self.max_nonfinite_steps:
+            raise NonFiniteTrainingError(
+                f"{self.nonfinite_in_a_row} updates in a row had a non-finite loss or gradient "
+                f"(last: loss {float(loss):g}, gradient norm {float(grad_norm):g}) at step "
+                f"{self.global_step + 1}; stopping (algo.max_nonfinite_steps="
+                f"{self.max_nonfinite_steps}). The weights are those of step {self.global_step}; "
+                "the last checkpoint in the run folder's checkpoints/ is from before. Lower "
+                "algo.optimizer.lr, or check the rewards and the data."
+            )
 
     def policy_loss(
         self,
@@ -237,6 +293,7 @@ class GRPOModule(L.LightningModule):
         for name, scores in episode.reward_parts.items():
             metrics[f"rewards/{name}/mean"] = float(scores.mean())
             metrics[f"rewards/{name}/std"] = float(scores.std())
+            metrics[f"rewards/{name}/errors"] = float(episode.reward_errors[name])
         return metrics
 
     def sample_table(self, episode: Episode, advantages: Tensor) -> list[dict[str, Any]]:

@@ -38,6 +38,7 @@ class Episode:
     outcomes: list[str]
     rewards: Tensor  # [N] weighted total
     reward_parts: dict[str, Tensor]  # [N] per reward function
+    reward_errors: dict[str, int]  # outcomes a function failed on (scored 0, reward.on_error=zero)
 
 
 def run_episode(
@@ -54,5 +55,5 @@ def run_episode(
     rollout = sampler.sample(lm, prompts, group_size, greedy=greedy)
     expanded = [row for row in rows for _ in range(group_size)]
     outcomes = role.outcomes(rollout.completions, expanded)
-    rewards, parts = reward(outcomes, expanded)
-    return Episode(prompts, rollout, expanded, outcomes, rewards, parts)
+    scores = reward(outcomes, expanded)
+    return Episode(prompts, rollout, expanded, outcomes, scores.total, scores.parts, scores.errors)

@@ -2,25 +2,53 @@
 
 from __future__ import annotations
 
+import logging
 import math
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NamedTuple
 
 import torch
 from torch import Tensor
 
+log = logging.getLogger(__name__)
+
 RewardFunction = Callable[[list[str], list[dict[str, Any]]], list[float]]
+ON_ERROR = ("raise", "zero")
+
+
+class RewardError(RuntimeError):
+    """A reward function raised, or returned a score that is not a finite number."""
+
+
+class Scores(NamedTuple):
+    """What scoring a batch of outcomes gives."""
+
+    total: Tensor  # [N] weighted sum
+    parts: dict[str, Tensor]  # [N] per reward function
+    errors: dict[str, int]  # per function: outcomes scored 0 because it raised or gave no number
+
+
+def _finite(score: Any) -> bool:
+    try:
+        return score is not None and math.isfinite(float(score))
+    except (TypeError, ValueError):
+        return False
 
 
 class CombinedReward:
     """Scores outcomes with every function and sums them with `weights` (default 1 each).
 
     Choosing several reward configs (`reward=[accuracy,format]`) merges their `functions` and
-    `weights` maps into one of these.
+    `weights` maps into one of these. `on_error` says what a function that raises or returns
+    NaN/None does: `raise` stops the run with the function's name and the outcome; `zero`
+    scores those outcomes 0, counts them (`rewards/<name>/errors`) and warns once per function.
     """
 
     def __init__(
-        self, functions: dict[str, RewardFunction], weights: dict[str, float] | None = None
+        self,
+        functions: dict[str, RewardFunction],
+        weights: dict[str, float] | None = None,
+        on_error: str = "raise",
     ):
         if not functions:
             raise ValueError("reward.functions is empty: choose at least one reward")
@@ -28,25 +56,68 @@ class CombinedReward:
         unknown = set(weights) - set(functions)
         if unknown:
             raise ValueError(f"reward.weights names functions that do not exist: {sorted(unknown)}")
+        if on_error not in ON_ERROR:
+            raise ValueError(f"reward.on_error must be one of {ON_ERROR}, got {on_error!r}")
         self.functions = dict(functions)
         self.weights = {name: float(weights.get(name, 1.0)) for name in self.functions}
+        self.on_error = on_error
+        self._warned: set[str] = set()
 
-    def __call__(
-        self, outcomes: list[str], rows: list[dict[str, Any]]
-    ) -> tuple[Tensor, dict[str, Tensor]]:
-        """Total reward [N] and each function's raw scores [N]; rows align with outcomes."""
-        per_function = {}
+    def __call__(self, outcomes: list[str], rows: list[dict[str, Any]]) -> Scores:
+        """Total reward [N], each function's scores [N] and error counts; rows align with outcomes."""
+        parts, errors = {}, {}
         for name, function in self.functions.items():
+            scores, errors[name] = self._score(name, function, outcomes, rows)
+            parts[name] = torch.tensor(scores, dtype=torch.float32)
+        total = sum(self.weights[name] * scores for name, scores in parts.items())
+        return Scores(total, parts, errors)
+
+    def _score(
+        self, name: str, function: RewardFunction, outcomes: list[str], rows: list[dict[str, Any]]
+    ) -> tuple[list[float], int]:
+        """One function's scores with failures handled by `on_error`, and how many failed."""
+        try:
             scores = list(function(outcomes, rows))
-            if len(scores) != len(outcomes):
-                raise ValueError(
-                    f"reward function {name!r} returned {len(scores)} scores for {len(outcomes)} outcomes"
-                )
-            bad = [s for s in scores if s is None or not math.isfinite(float(s))]
-            if bad:
-                raise ValueError(
-                    f"reward function {name!r} returned non-finite scores, e.g. {bad[0]!r}"
-                )
-            per_function[name] = torch.tensor(scores, dtype=torch.float32)
-        total = sum(self.weights[name] * scores for name, scores in per_function.items())
-        return total, per_function
+        except Exception as error:
+            if self.on_error == "raise":
+                raise RewardError(
+                    f"reward function {name!r} raised {type(error).__name__}: {error} "
+                    "(reward.on_error=zero scores such outcomes 0 and counts them)"
+                ) from error
+            scores = [
+                self._score_one(name, function, outcome, row)
+                for outcome, row in zip(outcomes, rows, strict=True)
+            ]
+        if len(scores) != len(outcomes):
+            raise ValueError(
+                f"reward function {name!r} returned {len(scores)} scores for {len(outcomes)} outcomes"
+            )
+        bad = [i for i, score in enumerate(scores) if not _finite(score)]
+        if bad and self.on_error == "raise":
+            raise RewardError(
+                f"reward function {name!r} returned {scores[bad[0]]!r} for the outcome "
+                f"{outcomes[bad[0]]!r}: scores must be finite numbers "
+                "(reward.on_error=zero scores such outcomes 0 and counts them)"
+            )
+        if bad and name not in self._warned:
+            self._warned.add(name)
+            log.warning(
+                "reward function %r failed on %d of %d outcomes (e.g. %r); scored 0 and counted "
+                "in rewards/%s/errors",
+                name,
+                len(bad),
+                len(outcomes),
+                outcomes[bad[0]][:200],
+                name,
+            )
+        failed = set(bad)
+        return [0.0 if i in failed else float(s) for i, s in enumerate(scores)], len(bad)
+
+    @staticmethod
+    def _score_one(name: str, function: RewardFunction, outcome: str, row: dict[str, Any]) -> Any:
+        """Score a single outcome, to tell which ones make a function raise; None if it does."""
+        try:
+            (score,) = function([outcome], [row])
+        except Exception:
+            return None
+        return score
