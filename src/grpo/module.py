@@ -29,6 +29,40 @@ warnings.filterwarnings("ignore", message="Using ModelCheckpoint with manual opt
 warnings.filterwarnings("ignore", message=r"Found \d+ module\(s\) in eval mode")
 
 
+def check_algo_settings(
+    group_size: int = 8,
+    kl_beta: float = 0.0,
+    epsilon_low: float = 0.2,
+    epsilon_high: float = 0.2,
+    loss_type: str = "grpo",
+    scale_rewards: str = "group",
+    num_iterations: int = 1,
+    max_nonfinite_steps: int = 3,
+    **others: Any,
+) -> None:
+    """Reject GRPO settings that cannot work, naming the `algo.*` key; called from the config
+    before any model loads, and by the module itself."""
+    if group_size < 2:
+        raise ValueError(
+            f"algo.group_size must be >= 2 (advantages are group-relative), got {group_size}"
+        )
+    if kl_beta < 0:
+        raise ValueError(f"algo.kl_beta must be >= 0, got {kl_beta}")
+    if not 0 <= epsilon_low < 1 or epsilon_high < 0:
+        raise ValueError(
+            "algo.epsilon_low must be in [0, 1) and algo.epsilon_high >= 0 (the ratio is clipped "
+            f"to [1 - epsilon_low, 1 + epsilon_high]), got {epsilon_low} and {epsilon_high}"
+        )
+    if loss_type not in LOSS_TYPES:
+        raise ValueError(f"algo.loss_type must be one of {LOSS_TYPES}, got {loss_type!r}")
+    if scale_rewards not in SCALES:
+        raise ValueError(f"algo.scale_rewards must be one of {SCALES}, got {scale_rewards!r}")
+    if num_iterations < 1:
+        raise ValueError(f"algo.num_iterations must be >= 1, got {num_iterations}")
+    if max_nonfinite_steps < 1:
+        raise ValueError(f"algo.max_nonfinite_steps must be >= 1, got {max_nonfinite_steps}")
+
+
 class NonFiniteTrainingError(RuntimeError):
     """Too many updates in a row had a non-finite loss or gradient."""
 
@@ -60,18 +94,16 @@ class GRPOModule(L.LightningModule):
         max_nonfinite_steps: int = 3,
     ) -> None:
         super().__init__()
-        if group_size < 2:
-            raise ValueError(
-                f"algo.group_size must be >= 2 (advantages are group-relative), got {group_size}"
-            )
-        if loss_type not in LOSS_TYPES:
-            raise ValueError(f"algo.loss_type must be one of {LOSS_TYPES}, got {loss_type!r}")
-        if scale_rewards not in SCALES:
-            raise ValueError(f"algo.scale_rewards must be one of {SCALES}, got {scale_rewards!r}")
-        if num_iterations < 1:
-            raise ValueError(f"algo.num_iterations must be >= 1, got {num_iterations}")
-        if max_nonfinite_steps < 1:
-            raise ValueError(f"algo.max_nonfinite_steps must be >= 1, got {max_nonfinite_steps}")
+        check_algo_settings(
+            group_size=group_size,
+            kl_beta=kl_beta,
+            epsilon_low=epsilon_low,
+            epsilon_high=epsilon_high,
+            loss_type=loss_type,
+            scale_rewards=scale_rewards,
+            num_iterations=num_iterations,
+            max_nonfinite_steps=max_nonfinite_steps,
+        )
         self.automatic_optimization = False
         self.lm = lm
         self.sampler = sampler

@@ -10,6 +10,7 @@ from hydra.utils import instantiate
 from omegaconf import DictConfig
 
 from src.data.datamodule import PromptDataModule
+from src.utils.checks import check_settings
 
 
 @dataclass
@@ -24,8 +25,9 @@ class RunParts:
 
 
 def build_run_parts(cfg: DictConfig) -> RunParts:
-    """Seed, load and check the data (bad rows fail here, before any model loads), then build
-    the role, reward, sampler and loggers."""
+    """Check the settings, seed, load and check the data (bad settings and bad rows fail here,
+    before any model loads), then build the role, reward, sampler and loggers."""
+    check_settings(cfg)
     L.seed_everything(cfg.seed, workers=True)
     datamodule = instantiate(cfg.data)
     datamodule.prepare_rows()
