@@ -30,14 +30,15 @@ warnings.filterwarnings("ignore", message=r"Found \d+ module\(s\) in eval mode")
 
 
 def check_algo_settings(
-    group_size: int = 8,
-    kl_beta: float = 0.0,
-    epsilon_low: float = 0.2,
-    epsilon_high: float = 0.2,
-    loss_type: str = "grpo",
-    scale_rewards: str = "group",
-    num_iterations: int = 1,
-    max_nonfinite_steps: int = 3,
+    *,
+    group_size: int,
+    kl_beta: float,
+    epsilon_low: float,
+    epsilon_high: float,
+    loss_type: str,
+    scale_rewards: str,
+    num_iterations: int,
+    max_nonfinite_steps: int,
     **others: Any,
 ) -> None:
     """Reject GRPO settings that cannot work, naming the `algo.*` key; called from the config
