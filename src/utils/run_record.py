@@ -13,6 +13,7 @@ from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 
 from src.utils.mlflow_logger import mlflow_loggers, record_error
+from src.utils.preemption import Preempted
 from src.utils.resolvers import PROJECT_ROOT
 from src.utils.sweep import sweep_tags
 
@@ -110,8 +111,10 @@ def recorded_run(
             # Never hide the run's own error behind a logging one.
             with contextlib.suppress(Exception):
                 record_error(logger.experiment, logger.run_id, error)
+        # A signal that stopped the run with its checkpoint is KILLED: the run can continue.
+        status = "KILLED" if isinstance(error, Preempted) else "failed"
         for logger in loggers:
-            logger.finalize("failed")
+            logger.finalize(status)
         raise
     for logger in loggers:
         getattr(logger, "end_run", logger.finalize)()
