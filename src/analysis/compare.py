@@ -12,6 +12,8 @@ from typing import Any
 import pandas as pd
 from mlflow import MlflowClient
 
+from src.utils.sweep import sweep_children
+
 
 class NoRunsFound(LookupError):
     """The experiment or sweep asked for has no runs to compare."""
@@ -45,13 +47,7 @@ def load_runs(client: MlflowClient, experiment: str, sweep_id: str | None = None
             )
         sweep_id = ids[0]
     experiment_id = client.get_experiment_by_name(experiment).experiment_id
-    runs = [
-        run
-        for run in client.search_runs(
-            [experiment_id], filter_string=f"tags.sweep_id = '{sweep_id}'", max_results=50000
-        )
-        if run.data.tags.get("sweep_role") != "parent"
-    ]
+    runs = sweep_children(client, experiment_id, sweep_id)
     if not runs:
         raise NoRunsFound(f"sweep '{sweep_id}' has no job runs in experiment '{experiment}'")
     rows = []

@@ -222,17 +222,13 @@ class GRPOModule(L.LightningModule):
     def clipped_gradient_norm(self, optimizer: Any) -> Tensor:
         """The total gradient norm before clipping (TRL's `grad_norm`); gradients are clipped to
         `max_grad_norm` when it is set and the norm is finite."""
-        grads = [p.grad for group in optimizer.param_groups for p in group["params"]]
-        grads = [grad for grad in grads if grad is not None]
-        if not grads:
+        params = [p for group in optimizer.param_groups for p in group["params"]]
+        params = [p for p in params if p.grad is not None]
+        if not params:
             return torch.tensor(0.0)
-        norm = torch.nn.utils.get_total_norm(grads)
+        norm = torch.nn.utils.get_total_norm([p.grad for p in params])
         if self.max_grad_norm and torch.isfinite(norm):
-            torch.nn.utils.clip_grads_with_norm_(
-                [p for group in optimizer.param_groups for p in group["params"]],
-                self.max_grad_norm,
-                norm,
-            )
+            torch.nn.utils.clip_grads_with_norm_(params, self.max_grad_norm, norm)
         return norm.detach().float().cpu()
 
     def skip_nonfinite_update(self, loss: Tensor, grad_norm: Tensor) -> None:

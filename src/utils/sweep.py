@@ -84,6 +84,17 @@ def experiment_id(client: Any, target: MlflowTarget) -> str:
         return client.get_experiment_by_name(target.experiment_name).experiment_id
 
 
+def sweep_children(client: Any, experiment: str, sweep_id: str) -> list[Any]:
+    """Every job run of a sweep (the parent left out), as MLflow `Run`s."""
+    return [
+        run
+        for run in client.search_runs(
+            [experiment], filter_string=f"tags.sweep_id = '{sweep_id}'", max_results=50000
+        )
+        if run.data.tags.get("sweep_role") != "parent"
+    ]
+
+
 def _key_values(overrides: list[str]) -> list[tuple[str, Any]]:
     """(key, override) pairs, with '+'/'~' prefixes and `@package` suffixes left to the parser."""
     return [(o.key_or_group, o) for o in OverridesParser.create().parse_overrides(overrides)]

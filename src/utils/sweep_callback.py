@@ -17,7 +17,14 @@ from typing import Any
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf
 
-from src.utils.sweep import SWEEP_ENV, Sweep, experiment_id, mlflow_target, swept_keys
+from src.utils.sweep import (
+    SWEEP_ENV,
+    Sweep,
+    experiment_id,
+    mlflow_target,
+    sweep_children,
+    swept_keys,
+)
 
 log = logging.getLogger(__name__)
 
@@ -130,12 +137,7 @@ class MlflowSweepCallback(Callback):
         client = MlflowClient(tracking_uri=state["tracking_uri"])
         rows = [
             self._child_row(client, run, state["metric"])
-            for run in client.search_runs(
-                [state["experiment"]],
-                filter_string=f"tags.sweep_id = '{state['sweep_id']}'",
-                max_results=50000,
-            )
-            if run.info.run_id != state["parent"]
+            for run in sweep_children(client, state["experiment"], state["sweep_id"])
         ]
         rows.sort(key=lambda row: (row["job"], row["run_name"]))
         parent = state["parent"]
