@@ -15,6 +15,7 @@ from hydra.utils import instantiate
 from omegaconf import DictConfig
 
 from src.sft.warm_start import use_warm_start, warm_start
+from src.utils.resume import resume_point
 from src.utils.run_parts import build_run_parts
 from src.utils.run_record import recorded_run
 from src.utils.sweep import optimized_value, sweep_job
@@ -24,7 +25,8 @@ log = logging.getLogger(__name__)
 
 def train(cfg: DictConfig, tags: dict[str, str] | None = None) -> dict[str, float]:
     """Run the experiment `cfg` describes and return the final metrics; `tags` go to MLflow."""
-    parts = build_run_parts(cfg)  # bad data fails here, before any model loads
+    resume = resume_point(cfg)  # ckpt_path: a checkpoint, a run folder or `last`
+    parts = build_run_parts(cfg, resume)  # bad data fails here, before any model loads
     datamodule, loggers = parts.datamodule, parts.loggers
     with recorded_run(loggers, cfg, tags, datamodule.report):
         if cfg.sft.enabled:
@@ -38,9 +40,10 @@ def train(cfg: DictConfig, tags: dict[str, str] | None = None) -> dict[str, floa
         trainer: L.Trainer = instantiate(cfg.trainer, logger=loggers, callbacks=callbacks)
 
         # Held-out evaluation at step 0, every val_check_interval steps, and at the last step.
-        if cfg.get("ckpt_path") is None:
+        if resume is None:
             trainer.validate(module, datamodule=datamodule, verbose=False)
-        trainer.fit(module, datamodule=datamodule, ckpt_path=cfg.get("ckpt_path"))
+        checkpoint = resume.checkpoint if resume else None
+        trainer.fit(module, datamodule=datamodule, ckpt_path=checkpoint, weights_only=True)
         if trainer.global_step % cfg.trainer.val_check_interval:
             trainer.validate(module, datamodule=datamodule, verbose=False)
         if cfg.get("save_model"):

@@ -22,7 +22,15 @@ CASES = [
         r"4-bit weights cannot be trained; add the adapter with hardware=\[4bit,lora\]",
     ),
     ("trainer.max_steps=0", "trainer.max_steps must be >= 1"),
-    ("ckpt_path=/no/such/last.ckpt", "ckpt_path=/no/such/last.ckpt: no checkpoint file there"),
+    (
+        "ckpt_path=/no/such/last.ckpt",
+        "ckpt_path=/no/such/last.ckpt: no checkpoint file or run folder there",
+    ),
+    ("ckpt_path=last", "ckpt_path=last: no run folder in .* holds checkpoints/last.ckpt"),
+    (
+        "ckpt_path=${paths.root_dir}/conf",
+        "the folder holds no checkpoints/last.ckpt; the run stopped",
+    ),
 ]
 
 

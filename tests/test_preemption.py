@@ -7,6 +7,7 @@ import sqlite3
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import mlflow
 import pytest
@@ -71,7 +72,7 @@ def test_sigterm_writes_a_checkpoint_and_marks_the_run_killed(tmp_path):
     assert checkpoint["global_step"] == last_step  # the checkpoint holds every logged step
     assert f"continue with ckpt_path={tmp_path / 'run' / 'checkpoints' / 'last.ckpt'}" in output
 
-    # The checkpoint continues: the next steps are numbered after the last one written.
+    # The checkpoint continues the same MLflow run: the next steps follow the last one written.
     resumed = subprocess.run(
         [
             *RUN,
@@ -87,8 +88,11 @@ def test_sigterm_writes_a_checkpoint_and_marks_the_run_killed(tmp_path):
         timeout=300,
     )
     assert resumed.returncode == 0, resumed.stderr[-3000:]
-    (new,) = [
-        r for r in client.search_runs([run.info.experiment_id]) if r.info.run_id != run.info.run_id
-    ]
-    steps = [m.step for m in client.get_metric_history(new.info.run_id, "loss")]
-    assert sorted(steps) == [last_step + 1, last_step + 2]
+    (continued,) = client.search_runs([run.info.experiment_id])
+    assert continued.info.run_id == run.info.run_id
+    assert continued.info.status == "FINISHED"
+    assert "error" not in continued.data.tags  # the stop is recorded in resumes/1.json instead
+    steps = [m.step for m in client.get_metric_history(run.info.run_id, "loss")]
+    assert steps == list(range(1, last_step + 3))
+    note = client.download_artifacts(run.info.run_id, "resumes/1.json", str(tmp_path))
+    assert "SIGTERM received" in Path(note).read_text()

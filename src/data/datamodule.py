@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import logging
 import random
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import lightning as L
 import torch
-from torch.utils.data import DataLoader, RandomSampler
+from torch.utils.data import DataLoader, Sampler
 
 from src.data.files import DataFileError, read_rows, require_fields
 from src.data.mcq import clean_rows
@@ -22,13 +22,47 @@ def keep_rows(batch: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return batch
 
 
+class StepSampler(Sampler[int]):
+    """Row indices for `num_batches` batches per pass over the data, in an order that depends
+    only on the seed and the pass, so a resumed run can start at any batch of any pass.
+
+    A pass is one Lightning epoch; Lightning calls `set_epoch` before each. Within a pass the
+    rows come as whole random permutations, as torch's `RandomSampler` draws them."""
+
+    def __init__(self, num_rows: int, batch_size: int, num_batches: int, seed: int) -> None:
+        self.num_rows = num_rows
+        self.batch_size = batch_size
+        self.num_samples = num_batches * batch_size
+        self.seed = seed
+        self.epoch = 0
+        self.start_batch = 0  # the next pass starts here (set when resuming), then from 0
+
+    def set_epoch(self, epoch: int) -> None:
+        if epoch != self.epoch:
+            self.epoch, self.start_batch = epoch, 0
+
+    def resume_at(self, epoch: int, batch: int) -> None:
+        """Make the next pass the `epoch`-th one, starting after its first `batch` batches."""
+        self.epoch, self.start_batch = epoch, batch
+
+    def __len__(self) -> int:
+        return self.num_samples
+
+    def __iter__(self) -> Iterator[int]:
+        # Pass 0 draws exactly what RandomSampler(generator=manual_seed(seed)) would.
+        generator = torch.Generator().manual_seed(self.seed + 1_000_003 * self.epoch)
+        order: list[int] = []
+        while len(order) < self.num_samples:
+            order += torch.randperm(self.num_rows, generator=generator).tolist()
+        start, self.start_batch = self.start_batch * self.batch_size, 0
+        yield from order[start : self.num_samples]
+
+
 def step_loader(
     rows: list[dict[str, Any]], batch_size: int, num_batches: int, seed: int
 ) -> DataLoader:
     """`num_batches` random batches of rows in one pass, so a progress bar counts steps."""
-    order = RandomSampler(
-        rows, num_samples=num_batches * batch_size, generator=torch.Generator().manual_seed(seed)
-    )
+    order = StepSampler(len(rows), batch_size, num_batches, seed)
     return DataLoader(rows, batch_size=batch_size, sampler=order, collate_fn=keep_rows)
 
 
@@ -76,6 +110,7 @@ class PromptDataModule(L.LightningDataModule):
         self.train_rows: list[dict[str, Any]] = []
         self.val_rows: list[dict[str, Any]] = []
         self.report: dict[str, Any] = {}
+        self.resume_position: tuple[int, int] | None = None  # (pass, batch) from a checkpoint
 
     def _file_rows(self, path: str) -> list[dict[str, Any]]:
         rows = read_rows(path)
@@ -139,7 +174,24 @@ class PromptDataModule(L.LightningDataModule):
         self.prepare_rows()
 
     def train_dataloader(self) -> DataLoader:
-        return step_loader(self.train_rows, self.batch_size, self.num_batches, self.seed)
+        loader = step_loader(self.train_rows, self.batch_size, self.num_batches, self.seed)
+        if self.resume_position is not None:
+            loader.sampler.resume_at(*self.resume_position)
+            self.resume_position = None
+        return loader
+
+    def state_dict(self) -> dict[str, Any]:
+        """The training position saved in checkpoints: the pass and how many of its batches
+        were trained on, so a resumed run draws the batches an uninterrupted one would."""
+        trainer = self.trainer
+        if trainer is None:
+            return {}
+        progress = trainer.fit_loop.epoch_loop.batch_progress.current
+        return {"epoch": trainer.current_epoch, "batches": progress.processed}
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        if state_dict:
+            self.resume_position = (int(state_dict["epoch"]), int(state_dict["batches"]))
 
     def val_dataloader(self) -> DataLoader:
         return DataLoader(

@@ -22,6 +22,7 @@ from src.model.causal_lm import CausalLM
 from src.policy.episode import Episode, Role, Sampler, run_episode
 from src.reward.combine import CombinedReward
 from src.rollout.base import Rollout
+from src.utils.rng import rng_states, set_rng_states
 
 # Checkpoints taken after the step's updates are exactly what resuming needs.
 warnings.filterwarnings("ignore", message="Using ModelCheckpoint with manual optimization")
@@ -137,6 +138,31 @@ class GRPOModule(L.LightningModule):
         self.eval_scores: dict[str, list[Tensor]] = {}  # held-out scores of the current evaluation
         self.num_tokens = 0
         self.last_samples: list[dict[str, Any]] = []  # read by the samples-table callback
+        self.restored_rng: dict[str, Any] | None = None  # from a checkpoint, set at train start
+
+    # ----------------------------------------------------------------------------- resuming
+    def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
+        """Counters that continue across a resume, and the random generators, so the steps
+        after a resume sample what an uninterrupted run would."""
+        checkpoint["grpo"] = {
+            "num_tokens": self.num_tokens,
+            "skipped_steps": self.skipped_steps,
+            "nonfinite_in_a_row": self.nonfinite_in_a_row,
+            "rng": rng_states(),
+        }
+
+    def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
+        state = checkpoint.get("grpo", {})
+        self.num_tokens = int(state.get("num_tokens", 0))
+        self.skipped_steps = int(state.get("skipped_steps", 0))
+        self.nonfinite_in_a_row = int(state.get("nonfinite_in_a_row", 0))
+        self.restored_rng = state.get("rng")
+
+    def on_train_start(self) -> None:
+        # Restored here rather than on load: nothing else draws from them before the next step.
+        if self.restored_rng is not None:
+            set_rng_states(self.restored_rng)
+            self.restored_rng = None
 
     # ----------------------------------------------------------------------------- training
     def configure_optimizers(self) -> Any:

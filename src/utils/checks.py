@@ -3,7 +3,6 @@ config key to change."""
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
@@ -40,6 +39,3 @@ def check_settings(cfg: DictConfig) -> None:
     interval = trainer.get("val_check_interval")
     if interval is not None and int(interval) < 1:
         raise ConfigError(f"trainer.val_check_interval must be >= 1, got {interval}")
-    checkpoint = cfg.get("ckpt_path")
-    if checkpoint is not None and not Path(str(checkpoint)).is_file():
-        raise ConfigError(f"ckpt_path={checkpoint}: no checkpoint file there")

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import logging
 import traceback
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from lightning.pytorch.loggers import MLFlowLogger
+
+log = logging.getLogger(__name__)
 
 
 def mlflow_loggers(loggers: Iterable[Any]) -> list[MLFlowLogger]:
@@ -17,7 +20,77 @@ def mlflow_loggers(loggers: Iterable[Any]) -> list[MLFlowLogger]:
 class MLflowRunLogger(MLFlowLogger):
     """Lightning ends the MLflow run after every `fit` and `validate`; one experiment calls
     several of them (warm start, evaluation, GRPO), so only a failure ends the run early and
-    `end_run` closes it when the experiment is done."""
+    `end_run` closes it when the experiment is done.
+
+    Given the `run_id` of an existing run, `reopen` continues that run after a stop: steps
+    the run already holds for a metric are not written again, and params keep their first
+    values (changed ones are listed in `resumes/<n>.json`)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.resumes = 0  # how many times this run was continued, this one included
+        self.recorded_steps: dict[str, int] = {}  # metric -> last step written before
+        self.first_params: dict[str, str] = {}  # params written before, when reopened
+
+    def reopen(self, step: int, checkpoint: str) -> None:
+        """Mark the run RUNNING again and note what it already holds, before continuing
+        from the checkpoint of optimizer step `step`."""
+        client = self.experiment
+        run = client.get_run(self.run_id)
+        self.first_params = dict(run.data.params)
+        self.recorded_steps = {
+            key: max(metric.step for metric in client.get_metric_history(self.run_id, key))
+            for key in run.data.metrics
+        }
+        self.resumes = int(run.data.tags.get("resumes", 0)) + 1
+        client.update_run(self.run_id, status="RUNNING")
+        if "error" in run.data.tags:  # the stop is history now; error.txt keeps its traceback
+            client.delete_tag(self.run_id, "error")
+        client.set_tag(self.run_id, "resumes", str(self.resumes))
+        client.set_tag(self.run_id, "resumed_from_step", str(step))
+        client.log_dict(
+            self.run_id,
+            {"step": step, "checkpoint": checkpoint, "stopped_with": run.data.tags.get("error")},
+            f"resumes/{self.resumes}.json",
+        )
+        replayed = max(self.recorded_steps.values(), default=0)
+        if replayed > step:
+            log.info(
+                "MLflow run %s already holds steps %d-%d; they are recomputed but keep their "
+                "first values",
+                self.run_id,
+                step + 1,
+                replayed,
+            )
+
+    def log_hyperparams(self, params: Any) -> None:
+        if not self.first_params:
+            return super().log_hyperparams(params)
+        new = {key: value for key, value in params.items() if key not in self.first_params}
+        changed = {
+            key: {"before": self.first_params[key], "now": str(value)[:250]}
+            for key, value in params.items()
+            if key in self.first_params and self.first_params[key] != str(value)[:250]
+        }
+        if new:
+            super().log_hyperparams(new)
+        if changed:
+            log.info("Continued with changed settings (kept as first logged): %s", sorted(changed))
+            self.experiment.log_dict(
+                self.run_id, {"changed_params": changed}, f"resumes/{self.resumes}_params.json"
+            )
+        return None
+
+    def log_metrics(self, metrics: Mapping[str, float], step: int | None = None) -> None:
+        if self.recorded_steps:
+            metrics = {
+                key: value
+                for key, value in metrics.items()
+                if (step or 0) > self.recorded_steps.get(key, -1)
+            }
+            if not metrics:
+                return
+        super().log_metrics(metrics, step)
 
     def finalize(self, status: str = "success") -> None:
         if status != "success":

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 from typing import Any
 
@@ -11,6 +12,9 @@ from omegaconf import DictConfig
 
 from src.data.datamodule import PromptDataModule
 from src.utils.checks import check_settings
+from src.utils.resume import ResumePoint
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -24,9 +28,10 @@ class RunParts:
     loggers: list[Any]
 
 
-def build_run_parts(cfg: DictConfig) -> RunParts:
+def build_run_parts(cfg: DictConfig, resume: ResumePoint | None = None) -> RunParts:
     """Check the settings, seed, load and check the data (bad settings and bad rows fail here,
-    before any model loads), then build the role, reward, sampler and loggers."""
+    before any model loads), then build the role, reward, sampler and loggers; continuing
+    from `resume`, the MLflow loggers reopen the checkpoint's run."""
     check_settings(cfg)
     L.seed_everything(cfg.seed, workers=True)
     datamodule = instantiate(cfg.data)
@@ -36,5 +41,22 @@ def build_run_parts(cfg: DictConfig) -> RunParts:
         policy=instantiate(cfg.policy),
         reward=instantiate(cfg.reward),
         sampler=instantiate(cfg.rollout),
-        loggers=[instantiate(logger) for logger in cfg.get("logger", {}).values()],
+        loggers=[build_logger(logger, resume) for logger in cfg.get("logger", {}).values()],
     )
+
+
+def build_logger(conf: DictConfig, resume: ResumePoint | None) -> Any:
+    """One configured logger; an MLflow logger of the store the checkpoint's run lives in
+    reopens that run, so a continued run keeps one history."""
+    run_id = resume.mlflow_runs.get(conf.get("tracking_uri")) if resume else None
+    if run_id is None:
+        if resume is not None and conf.get("tracking_uri") is not None:
+            log.warning(
+                "The checkpoint names no MLflow run in %s; the continuation starts a new run",
+                conf.tracking_uri,
+            )
+        return instantiate(conf)
+    logger = instantiate(conf, run_id=run_id)
+    logger.reopen(resume.step, str(resume.checkpoint))
+    log.info("Continuing MLflow run %s", run_id)
+    return logger

@@ -88,7 +88,10 @@ def record_run(
         with tempfile.TemporaryDirectory() as folder:
             path = Path(folder) / "config.yaml"
             path.write_text(OmegaConf.to_yaml(cfg, resolve=True))
-            logger.experiment.log_artifact(logger.run_id, str(path))
+            # A continued run keeps its first config.yaml; each continuation's goes beside it.
+            resumes = getattr(logger, "resumes", 0)
+            folder_name = f"resumes/{resumes}" if resumes else None
+            logger.experiment.log_artifact(logger.run_id, str(path), folder_name)
     if data_report:
         log_report(loggers, data_report, "data_report.json")
 

@@ -1,0 +1,104 @@
+"""Continuing a stopped run: which checkpoint `ckpt_path` names (a file, a run folder, or
+`last`), and which MLflow run that checkpoint belongs to, so the continuation writes into it."""
+
+from __future__ import annotations
+
+import logging
+import pickle
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import lightning as L
+import torch
+from lightning.pytorch.callbacks import Callback
+from omegaconf import DictConfig, open_dict
+
+from src.utils.checks import ConfigError
+from src.utils.mlflow_logger import mlflow_loggers
+
+log = logging.getLogger(__name__)
+LAST = "last.ckpt"
+
+
+class ResumeError(ConfigError):
+    """`ckpt_path` names no usable checkpoint; the message says what was looked for."""
+
+
+@dataclass(frozen=True)
+class ResumePoint:
+    """A checkpoint to continue from: its file, its optimizer step and its MLflow runs."""
+
+    checkpoint: Path
+    step: int
+    mlflow_runs: dict[str, str] = field(default_factory=dict)  # tracking URI -> run id
+
+
+class MlflowRunInCheckpoint(Callback):
+    """Writes the MLflow run of each MLflow logger into every checkpoint, so that continuing
+    from the checkpoint logs into the same run."""
+
+    def on_save_checkpoint(
+        self, trainer: L.Trainer, pl_module: L.LightningModule, checkpoint: dict[str, Any]
+    ) -> None:
+        checkpoint["mlflow"] = {
+            logger._tracking_uri: logger.run_id for logger in mlflow_loggers(trainer.loggers)
+        }
+
+
+def find_checkpoint(spec: str, runs_folder: Path, current_run: Path | None = None) -> Path:
+    """The checkpoint file `ckpt_path=spec` names: `last` is the most recently written
+    `checkpoints/last.ckpt` of the runs in `runs_folder` (this run's own folder aside); a
+    folder is a run folder (its `checkpoints/last.ckpt`) or a checkpoints folder."""
+    if spec == "last":
+        found = [
+            path
+            for path in runs_folder.glob(f"*/checkpoints/{LAST}")
+            if current_run is None or path.parent.parent.resolve() != current_run.resolve()
+        ]
+        if not found:
+            raise ResumeError(
+                f"ckpt_path=last: no run folder in {runs_folder} holds checkpoints/{LAST}; "
+                "a run writes it every callbacks.checkpoint.every_n_train_steps steps and when "
+                "it is stopped by SIGTERM. Pass a run folder or a checkpoint file instead"
+            )
+        return max(found, key=lambda path: path.stat().st_mtime)
+    path = Path(spec)
+    if path.is_dir():
+        for candidate in (path / "checkpoints" / LAST, path / LAST):
+            if candidate.is_file():
+                return candidate
+        raise ResumeError(
+            f"ckpt_path={spec}: the folder holds no checkpoints/{LAST}; the run stopped "
+            "before its first checkpoint (callbacks.checkpoint.every_n_train_steps)"
+        )
+    if path.is_file():
+        return path
+    raise ResumeError(f"ckpt_path={spec}: no checkpoint file or run folder there")
+
+
+def read_checkpoint(path: Path) -> dict[str, Any]:
+    """Load a checkpoint with `weights_only=True`: tensors and plain data only, so a
+    checkpoint from elsewhere cannot run code when it is opened."""
+    try:
+        return torch.load(path, map_location="cpu", weights_only=True, mmap=True)
+    except (pickle.UnpicklingError, RuntimeError, OSError) as error:
+        raise ResumeError(f"ckpt_path={path}: cannot be read as a checkpoint ({error})") from None
+
+
+def resume_point(cfg: DictConfig) -> ResumePoint | None:
+    """Where `cfg.ckpt_path` continues from, or None for a fresh run. A continued run writes
+    its later checkpoints beside the one it started from, so `ckpt_path=last` finds the
+    newest again after a second stop."""
+    spec = cfg.get("ckpt_path")
+    if spec is None:
+        return None
+    run_dir = Path(cfg.paths.run_dir)
+    path = find_checkpoint(str(spec), run_dir.parent, run_dir)
+    checkpoint = read_checkpoint(path)
+    point = ResumePoint(path, int(checkpoint.get("global_step", 0)), checkpoint.get("mlflow", {}))
+    if cfg.get("callbacks", {}).get("checkpoint") is not None:
+        with open_dict(cfg):
+            cfg.callbacks.checkpoint.dirpath = str(path.parent)
+    log.info("Continuing from step %d of %s", point.step, path)
+    return point
