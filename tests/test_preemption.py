@@ -3,10 +3,8 @@
 from __future__ import annotations
 
 import signal
-import sqlite3
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import mlflow
@@ -14,50 +12,18 @@ import pytest
 import torch
 
 from src.utils.resolvers import PROJECT_ROOT
+from tests.training_process import TINY_RUN, start_training, wait_for_steps
 
-
-def logged_steps(database) -> int:
-    """How many `loss` values the run has logged so far (0 before the store exists)."""
-    if not database.exists():
-        return 0
-    try:
-        with sqlite3.connect(database, timeout=5) as connection:
-            (count,) = connection.execute(
-                "select count(*) from metrics where key = 'loss'"
-            ).fetchone()
-    except sqlite3.OperationalError:  # tables not created yet
-        return 0
-    return count
-
-
-RUN = [
-    sys.executable, "-m", "src.train",
-    "model=tiny", "sft.enabled=false", "data.batch_size=2", "data.val_size=8",
-    "algo.group_size=4", "algo.max_completion_length=4",
-    "callbacks.checkpoint.every_n_train_steps=1000",
-]  # fmt: skip
+RUN = [*TINY_RUN, "callbacks.checkpoint.every_n_train_steps=1000"]
 
 
 @pytest.mark.slow
 def test_sigterm_writes_a_checkpoint_and_marks_the_run_killed(tmp_path):
-    process = subprocess.Popen(
-        [
-            *RUN,
-            "trainer.max_steps=500",
-            f"paths.output_root={tmp_path}",
-            f"paths.run_dir={tmp_path / 'run'}",
-        ],
-        cwd=PROJECT_ROOT,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        stdin=subprocess.DEVNULL,
-        text=True,
-    )
-    deadline = time.monotonic() + 180
-    while logged_steps(tmp_path / "mlflow.db") < 3:  # wait until GRPO is under way
-        assert process.poll() is None, process.stdout.read()[-3000:]
-        assert time.monotonic() < deadline, "training did not start"
-        time.sleep(0.2)
+    process = start_training(
+        *RUN, "trainer.max_steps=500", f"paths.output_root={tmp_path}",
+        f"paths.run_dir={tmp_path / 'run'}",
+    )  # fmt: skip
+    wait_for_steps(process, tmp_path / "mlflow.db", 3)  # GRPO is under way
     process.send_signal(signal.SIGTERM)
     output, _ = process.communicate(timeout=120)
 
@@ -75,6 +41,9 @@ def test_sigterm_writes_a_checkpoint_and_marks_the_run_killed(tmp_path):
     # The checkpoint continues the same MLflow run: the next steps follow the last one written.
     resumed = subprocess.run(
         [
+            sys.executable,
+            "-m",
+            "src.train",
             *RUN,
             f"trainer.max_steps={last_step + 2}",
             f"ckpt_path={tmp_path / 'run' / 'checkpoints' / 'last.ckpt'}",

@@ -5,22 +5,17 @@ from __future__ import annotations
 
 import signal
 import subprocess
-import sys
-import time
 from pathlib import Path
 
 import mlflow
 import pytest
 import torch
 
-from src.utils.resolvers import PROJECT_ROOT
-from tests.test_preemption import logged_steps
+from tests.training_process import TINY_RUN, start_training, wait_for_steps
 
 STEPS = 10
 RUN = [
-    sys.executable, "-m", "src.train",
-    "model=tiny", "sft.enabled=false", "data.batch_size=2", "data.val_size=8",
-    "algo.group_size=4", "algo.max_completion_length=4", "algo.kl_beta=0.05",
+    *TINY_RUN, "algo.kl_beta=0.05",
     "algo.samples_every_n_steps=3", f"trainer.max_steps={STEPS}",
     "trainer.val_check_interval=4", "callbacks.checkpoint.every_n_train_steps=3",
 ]  # fmt: skip
@@ -29,13 +24,8 @@ TIMED = {"step_time"}  # wall-clock figures differ between any two runs
 
 def train(root: Path, run: str, *overrides: str) -> subprocess.Popen:
     """Start a training process writing its store under `root` and its folder at root/run."""
-    return subprocess.Popen(
-        [*RUN, f"paths.output_root={root}", f"paths.run_dir={root / run}", *overrides],
-        cwd=PROJECT_ROOT,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        stdin=subprocess.DEVNULL,
-        text=True,
+    return start_training(
+        *RUN, f"paths.output_root={root}", f"paths.run_dir={root / run}", *overrides
     )
 
 
@@ -71,11 +61,7 @@ def test_a_killed_run_continued_with_ckpt_path_last_matches_an_uninterrupted_one
 
     root = tmp_path / "killed"
     process = train(root, "first")
-    deadline = time.monotonic() + 180
-    while logged_steps(root / "mlflow.db") < 5:  # past the checkpoint of step 3
-        assert process.poll() is None, process.stdout.read()[-3000:]
-        assert time.monotonic() < deadline, "training did not start"
-        time.sleep(0.05)
+    wait_for_steps(process, root / "mlflow.db", 5)  # past the checkpoint of step 3
     process.send_signal(signal.SIGKILL)
     process.communicate(timeout=60)
     client, killed = only_run(root)

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import logging
+import os
 import traceback
 from collections.abc import Iterable, Mapping
 from typing import Any
 
 from lightning.pytorch.loggers import MLFlowLogger
+
+from src.utils.mlflow_fallback import FallbackClient
 
 log = logging.getLogger(__name__)
 
@@ -26,8 +29,22 @@ class MLflowRunLogger(MLFlowLogger):
     the run already holds for a metric are not written again, and params keep their first
     values (changed ones are listed in `resumes/<n>.json`)."""
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
+    def __init__(
+        self,
+        *args: Any,
+        fallback_dir: str | None = None,
+        retry_after_s: float = 300.0,
+        http_retries: int = 2,
+        http_timeout_s: int = 30,
+        **kwargs: Any,
+    ) -> None:
         super().__init__(*args, **kwargs)
+        if str(self._tracking_uri).startswith("http"):
+            # MLflow's own defaults retry one request for minutes; the fallback takes over sooner.
+            os.environ.setdefault("MLFLOW_HTTP_REQUEST_MAX_RETRIES", str(http_retries))
+            os.environ.setdefault("MLFLOW_HTTP_REQUEST_TIMEOUT", str(http_timeout_s))
+        if fallback_dir is not None:
+            self._mlflow_client = FallbackClient(self._mlflow_client, fallback_dir, retry_after_s)
         self.resumes = 0  # how many times this run was continued, this one included
         self.recorded_steps: dict[str, int] = {}  # metric -> last step written before
         self.first_params: dict[str, str] = {}  # params written before, when reopened
@@ -94,11 +111,25 @@ class MLflowRunLogger(MLFlowLogger):
 
     def finalize(self, status: str = "success") -> None:
         if status != "success":
-            super().finalize(status)
+            self.terminate(status)
 
     def end_run(self) -> None:
         """Mark the run FINISHED."""
-        super().finalize("success")
+        self.terminate("FINISHED")
+
+    def terminate(self, status: str) -> None:
+        """End the run with `status` (Lightning's names or MLflow's); with the server gone,
+        the status waits in the fallback file with the rest."""
+        if not self._initialized:
+            return
+        status = {"success": "FINISHED", "failed": "FAILED", "finished": "FINISHED"}.get(
+            status, status
+        )
+        if self._checkpoint_callback:
+            self._scan_and_log_checkpoints(self._checkpoint_callback)
+        self.experiment.set_terminated(self.run_id, status)
+        if isinstance(self._mlflow_client, FallbackClient):
+            self._mlflow_client.close()
 
 
 def record_error(client: Any, run_id: str, error: BaseException) -> None:

@@ -4,19 +4,14 @@ rendered by headless Chromium."""
 from __future__ import annotations
 
 import json
-import os
 import shutil
-import signal
-import socket
-import subprocess
-import sys
-import time
 import urllib.parse
 import urllib.request
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
+
+from tests.mlflow_server import mlflow_server as serve
 
 from .conftest import SIX_JOB_STEPS
 
@@ -33,46 +28,13 @@ CHROMIUM_ARGS = [
 ]
 
 
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
 def mlflow_server(six_job_sweep, tmp_path_factory) -> Iterator[str]:
     """`mlflow server` on a free localhost port over the sweep's store; yields its address."""
-    port = free_port()
     log = tmp_path_factory.mktemp("server") / "server.log"
-    mlflow_cli = Path(sys.executable).with_name("mlflow")
-    with log.open("w") as sink:
-        server = subprocess.Popen(
-            [
-                str(mlflow_cli), "server",
-                "--backend-store-uri", six_job_sweep.tracking_uri,
-                "--default-artifact-root", str(six_job_sweep.output_root / "mlartifacts"),
-                "--host", "127.0.0.1", "--port", str(port), "--workers", "1",
-            ],
-            stdout=sink,
-            stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
-            start_new_session=True,
-        )  # fmt: skip
-        address = f"http://127.0.0.1:{port}"
-        try:
-            deadline = time.monotonic() + 120
-            while True:
-                try:
-                    urllib.request.urlopen(f"{address}/health", timeout=2).read()
-                    break
-                except OSError:
-                    if server.poll() is not None or time.monotonic() > deadline:
-                        pytest.fail(f"mlflow server did not start:\n{log.read_text()[-3000:]}")
-                    time.sleep(0.5)
-            yield address
-        finally:
-            os.killpg(server.pid, signal.SIGTERM)
-            server.wait(timeout=30)
+    artifacts = six_job_sweep.output_root / "mlartifacts"
+    with serve(six_job_sweep.tracking_uri, artifacts, log) as address:
+        yield address
 
 
 def rest(address: str, path: str, body: dict | None = None) -> dict:

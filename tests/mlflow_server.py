@@ -1,0 +1,60 @@
+"""A real `mlflow server` on a free localhost port, for the tests that need one."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+@contextlib.contextmanager
+def mlflow_server(
+    store_uri: str, artifact_root: Path, log: Path, port: int | None = None
+) -> Iterator[str]:
+    """Serve `store_uri` until the block ends (or the test kills it); yields the address."""
+    port = port or free_port()
+    mlflow_cli = Path(sys.executable).with_name("mlflow")
+    with log.open("a") as sink:
+        server = subprocess.Popen(
+            [
+                str(mlflow_cli), "server",
+                "--backend-store-uri", store_uri,
+                "--default-artifact-root", str(artifact_root),
+                "--host", "127.0.0.1", "--port", str(port), "--workers", "1",
+            ],
+            stdout=sink,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+        )  # fmt: skip
+        address = f"http://127.0.0.1:{port}"
+        try:
+            deadline = time.monotonic() + 120
+            while True:
+                try:
+                    urllib.request.urlopen(f"{address}/health", timeout=2).read()
+                    break
+                except OSError:
+                    if server.poll() is not None or time.monotonic() > deadline:
+                        pytest.fail(f"mlflow server did not start:\n{log.read_text()[-3000:]}")
+                    time.sleep(0.5)
+            yield address
+        finally:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(server.pid, signal.SIGKILL)
+            server.wait(timeout=30)
