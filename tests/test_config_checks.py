@@ -23,6 +23,10 @@ CASES = [
     ),
     ("trainer.max_steps=0", "trainer.max_steps must be >= 1"),
     (
+        "algo.num_iterations=3",
+        "every_n_train_steps=100 is not a multiple of algo.num_iterations=3: .* every 300 steps",
+    ),
+    (
         "ckpt_path=/no/such/last.ckpt",
         "ckpt_path=/no/such/last.ckpt: no checkpoint file or run folder there",
     ),

@@ -3,6 +3,7 @@ config key to change."""
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
@@ -39,3 +40,11 @@ def check_settings(cfg: DictConfig) -> None:
     interval = trainer.get("val_check_interval")
     if interval is not None and int(interval) < 1:
         raise ConfigError(f"trainer.val_check_interval must be >= 1, got {interval}")
+    every = (cfg.get("callbacks") or {}).get("checkpoint", {}).get("every_n_train_steps")
+    iterations = int((cfg.get("algo") or {}).get("num_iterations", 1))
+    if every and int(every) % iterations:
+        raise ConfigError(
+            f"callbacks.checkpoint.every_n_train_steps={every} is not a multiple of "
+            f"algo.num_iterations={iterations}: a rollout's updates end on multiples of "
+            f"{iterations}, so checkpoints would come only every {math.lcm(int(every), iterations)} steps"
+        )
