@@ -215,10 +215,10 @@ def replay(
             if unreachable(error):
                 raise
             raise RuntimeError(f"{source}:{number}: {line['call']} failed: {error}") from error
-    copied = source.with_name(COPIED)
-    with open(copied, "a") as file:
-        file.write(source.read_text())
-    source.unlink()
+    if source.name != COPIED:  # a copied file given again stays as it is
+        with open(source.with_name(COPIED), "a") as file:
+            file.write(source.read_text())
+        source.unlink()
     return len(lines)
 
 

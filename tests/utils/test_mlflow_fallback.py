@@ -86,6 +86,10 @@ def test_metrics_wait_in_the_fallback_file_until_copied_over(tmp_path, caplog):
     folder = tmp_path / "run" / "mlflow_fallback"
     assert not (folder / CALLS).exists() and (folder / COPIED).exists()
 
+    main([str(folder / COPIED)])  # copying again writes nothing twice
+    assert len(client.get_metric_history(run_id, "loss")) == 3
+    assert (folder / COPIED).exists()
+
 
 def test_the_server_is_tried_again_and_the_fallback_copied_by_itself(tmp_path):
     logger, server = logger_with_server(tmp_path, retry_after_s=0)
