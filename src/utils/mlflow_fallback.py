@@ -163,8 +163,9 @@ class FallbackClient:
         try:
             copied = replay(self.folder, client=self.client)
         except Exception as error:
+            # Whatever went wrong, training goes on; the file stays for the copy command.
             if not unreachable(error):
-                raise
+                log.warning("Copying the MLflow fallback over failed: %s", error)
             self.retry_at = time.monotonic() + self.retry_after_s
             return False
         log.warning(
