@@ -40,7 +40,7 @@ def check_settings(cfg: DictConfig) -> None:
     interval = trainer.get("val_check_interval")
     if interval is not None and int(interval) < 1:
         raise ConfigError(f"trainer.val_check_interval must be >= 1, got {interval}")
-    every = (cfg.get("callbacks") or {}).get("checkpoint", {}).get("every_n_train_steps")
+    every = (_plain(cfg.get("callbacks")).get("checkpoint") or {}).get("every_n_train_steps")
     iterations = int((cfg.get("algo") or {}).get("num_iterations", 1))
     if every and int(every) % iterations:
         raise ConfigError(

@@ -27,7 +27,7 @@ class MLflowRunLogger(MLFlowLogger):
 
     Given the `run_id` of an existing run, `reopen` continues that run after a stop: steps
     the run already holds for a metric are not written again, and params keep their first
-    values (changed ones are listed in `resumes/<n>.json`)."""
+    values (changed ones are listed in `resumes/<n>_params.json`)."""
 
     def __init__(
         self,
@@ -48,6 +48,7 @@ class MLflowRunLogger(MLFlowLogger):
         self.resumes = 0  # how many times this run was continued, this one included
         self.recorded_steps: dict[str, int] = {}  # metric -> last step written before
         self.first_params: dict[str, str] = {}  # params written before, when reopened
+        self.changed_params: dict[str, dict[str, str]] = {}  # this continuation's changes
 
     def reopen(self, step: int, checkpoint: str) -> None:
         """Mark the run RUNNING again and note what it already holds, before continuing
@@ -92,9 +93,13 @@ class MLflowRunLogger(MLFlowLogger):
         if new:
             super().log_hyperparams(new)
         if changed:
+            # Several calls (config, data report) may each change some; the file lists them all.
+            self.changed_params.update(changed)
             log.info("Continued with changed settings (kept as first logged): %s", sorted(changed))
             self.experiment.log_dict(
-                self.run_id, {"changed_params": changed}, f"resumes/{self.resumes}_params.json"
+                self.run_id,
+                {"changed_params": self.changed_params},
+                f"resumes/{self.resumes}_params.json",
             )
         return None
 

@@ -97,6 +97,7 @@ def test_a_reopened_run_keeps_its_first_values(tmp_path):
     for step in range(4, 8):  # steps 4 and 5 are replayed
         again.log_metrics({"loss": 10.0 * step, "eval/accuracy": 0.9}, step=step)
     again.log_hyperparams({"lr": 0.2, "seed": 1, "new": "x"})
+    again.log_hyperparams({"seed": 2})  # a second call adds to the list of changes
     again.end_run()
 
     run = client.get_run(first.run_id)
@@ -112,4 +113,9 @@ def test_a_reopened_run_keeps_its_first_values(tmp_path):
             client.download_artifacts(first.run_id, "resumes/1_params.json", str(tmp_path))
         ).read_text()
     )
-    assert changed == {"changed_params": {"lr": {"before": "0.1", "now": "0.2"}}}
+    assert changed == {
+        "changed_params": {
+            "lr": {"before": "0.1", "now": "0.2"},
+            "seed": {"before": "1", "now": "2"},
+        }
+    }
