@@ -164,3 +164,115 @@ def test_plain_policy_gradient_when_old_is_none():
     value, _ = loss(logps, ADV, MASK, "grpo")
     value.backward()
     assert logps.grad.flatten().tolist() == pytest.approx([-0.25, -0.25, 0.0, 0.5, 0.0, 0.0])
+
+
+# --------------------------------------------------------------------------- every term pinned
+# One token, one completion: the surrogate's gradient with respect to the log-prob is
+# -A * ratio where the unclipped term is the smaller one, and 0 where the clip decides.
+
+
+def one_token_gradient(ratio: float, advantage: float, eps: tuple[float, float]) -> tuple:
+    """Loss and d loss / d logp of one token at `ratio` (old log-prob 0) with advantage A."""
+    logps = torch.tensor([[math.log(ratio)]], requires_grad=True)
+    value, _ = loss(
+        logps, torch.tensor([advantage]), torch.ones(1, 1), old=torch.zeros(1, 1), eps=eps
+    )
+    value.backward()
+    return value.item(), logps.grad.item()
+
+
+@pytest.mark.parametrize(
+    ("ratio", "advantage", "eps", "expected_loss", "expected_grad"),
+    [
+        # A > 0 above 1 + epsilon_high: clipped, no gradient; DAPO's 0.28 lets 1.25 through.
+        (1.25, 1.0, (0.2, 0.2), -1.2, 0.0),
+        (1.25, 1.0, (0.2, 0.28), -1.25, -1.25),
+        # A > 0 below 1 - epsilon_low: the min keeps ratio * A, so the gradient stays.
+        (0.5, 1.0, (0.2, 0.2), -0.5, -0.5),
+        # A < 0 below 1 - epsilon_low: clipped, no gradient.
+        (0.5, -1.0, (0.2, 0.2), 0.8, 0.0),
+        # A < 0 above 1 + epsilon_high: the min keeps ratio * A, so the gradient stays.
+        (1.5, -1.0, (0.2, 0.2), 1.5, 1.5),
+        # The low side uses epsilon_low, not epsilon_high: 0.85 is inside [0.8, ..] ...
+        (0.85, -1.0, (0.2, 0.28), 0.85, 0.85),
+        # ... and outside [0.9, ..], whatever epsilon_high is.
+        (0.85, -1.0, (0.1, 0.28), 0.9, 0.0),
+        (0.85, -1.0, (0.1, 0.05), 0.9, 0.0),
+        # The high side uses epsilon_high, not epsilon_low.
+        (1.1, 1.0, (0.3, 0.05), -1.05, 0.0),
+        (1.1, 1.0, (0.05, 0.3), -1.1, -1.1),
+    ],
+)
+def test_clipped_surrogate_value_and_gradient(ratio, advantage, eps, expected_loss, expected_grad):
+    value, grad = one_token_gradient(ratio, advantage, eps)
+    assert value == pytest.approx(expected_loss, rel=1e-6)
+    assert grad == pytest.approx(expected_grad, rel=1e-6, abs=1e-9)
+
+
+def test_kl_gradient_is_beta_times_one_minus_reference_over_policy():
+    # d/dlogp [exp(ref - logp) - (ref - logp) - 1] = 1 - exp(ref - logp)
+    logps = torch.tensor([[0.0, math.log(0.25)]], requires_grad=True)
+    ref = torch.log(torch.tensor([[0.5, 0.5]]))
+    value, _ = loss(logps, torch.tensor([0.0]), torch.ones(1, 2), ref=ref, beta=0.1)
+    value.backward()
+    assert logps.grad[0].tolist() == pytest.approx([0.1 * (1 - 0.5) / 2, 0.1 * (1 - 2.0) / 2])
+
+
+def reference_loss(logps, old, ref, advantages, mask, beta, eps_low, eps_high, loss_type, max_len):
+    """The objective of DESIGN.md section 4 written token by token, for comparison."""
+    terms = [[None] * logps.size(1) for _ in range(logps.size(0))]
+    for i in range(logps.size(0)):
+        for t in range(logps.size(1)):
+            ratio = torch.exp(logps[i, t] - old[i, t])
+            clipped = torch.clamp(ratio, 1 - eps_low, 1 + eps_high)
+            surrogate = -torch.minimum(ratio * advantages[i], clipped * advantages[i])
+            delta = ref[i, t] - logps[i, t]
+            terms[i][t] = surrogate + beta * (torch.exp(delta) - delta - 1)
+    kept = [[terms[i][t] for t in range(logps.size(1)) if mask[i, t]] for i in range(len(terms))]
+    if loss_type == "grpo":
+        return sum(sum(row) / len(row) for row in kept) / len(kept)
+    if loss_type in ("bnpo", "dapo"):
+        return sum(sum(row) for row in kept) / sum(len(row) for row in kept)
+    return sum(sum(row) for row in kept) / (len(kept) * max_len)
+
+
+@pytest.mark.parametrize("loss_type", ["grpo", "bnpo", "dapo", "dr_grpo"])
+def test_each_loss_type_matches_the_objective_token_by_token(loss_type):
+    old = -torch.arange(1, 21, dtype=torch.float).view(4, 5) / 7
+    ratios = torch.tensor(
+        [
+            [1.5, 1.1, 0.6, 1.25, 0.9],  # A > 0: 1.5 clipped high (1 + 0.28), 0.6 kept by the min
+            [0.5, 1.4, 3.0, 3.0, 3.0],  # A < 0: 0.5 clipped low (1 - 0.2), 1.4 kept by the min
+            [1.0, 0.7, 1.3, 3.0, 3.0],
+            [0.85, 3.0, 3.0, 3.0, 3.0],  # padding (3.0) never counts
+        ]
+    )
+    logps = (old + torch.log(ratios)).requires_grad_()
+    ref = old + torch.tensor([0.3, -0.2, 0.1, 0.4, -0.5]).expand(4, 5)
+    advantages = torch.tensor([1.3, -0.7, 0.4, -1.0])
+    mask = torch.tensor(
+        [[1, 1, 1, 1, 1], [1, 1, 0, 0, 0], [1, 1, 1, 0, 0], [1, 0, 0, 0, 0]], dtype=torch.float
+    )
+    settings = {"beta": 0.05, "eps": (0.2, 0.28)}
+    value, metrics = loss(
+        logps, advantages, mask, loss_type, old=old, ref=ref, max_len=6, **settings
+    )
+    (grad,) = torch.autograd.grad(value, logps)
+    leaf = logps.detach().requires_grad_()
+    expected = reference_loss(leaf, old, ref, advantages, mask, 0.05, 0.2, 0.28, loss_type, 6)
+    (expected_grad,) = torch.autograd.grad(expected, leaf)
+    assert value.item() == pytest.approx(expected.item(), rel=1e-5)
+    assert torch.allclose(grad, expected_grad, atol=1e-6, rtol=1e-5)
+    # The case exercises both clips and the KL term, so none of them goes unchecked.
+    ratio = torch.exp(logps.detach() - old)
+    assert ((ratio > 1.28) & (advantages[:, None] > 0) & (mask > 0)).any()
+    assert ((ratio < 0.8) & (advantages[:, None] < 0) & (mask > 0)).any()
+    assert metrics["kl"].item() > 0.01
+    # The aggregations differ on this case, so a wrong one cannot pass for another.
+    others = {
+        other: loss(logps, advantages, mask, other, old=old, ref=ref, max_len=6, **settings)[0]
+        for other in ("grpo", "bnpo", "dr_grpo")
+        if other != loss_type and {other, loss_type} != {"bnpo", "dapo"}
+    }
+    for other, other_value in others.items():
+        assert other_value.item() != pytest.approx(value.item(), rel=1e-3), other

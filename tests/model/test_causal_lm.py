@@ -71,6 +71,36 @@ def test_log_probs_match_the_sampling_distribution(tiny_lm):
     assert (entropy > 0).all() and (entropy <= torch.log(torch.tensor(259.0)) + 1e-4).all()
 
 
+@pytest.mark.parametrize("temperature", [1.0, 0.7])
+def test_log_probs_and_entropy_at_a_temperature(tiny_lm, temperature):
+    """Both come from the logits divided by the temperature, as the samples were drawn."""
+    torch.manual_seed(0)
+    sampler = HFSampler(max_completion_length=5, temperature=temperature)
+    rollout = sampler.sample(tiny_lm, ["What is 5 + 5?\nAnswer:", "Hi"], group_size=2)
+    ids = torch.cat([rollout.prompt_ids, rollout.completion_ids], dim=1)
+    mask = torch.cat([rollout.prompt_mask, rollout.completion_mask], dim=1)
+    position_ids = (mask.cumsum(1) - 1).clamp(min=0)
+    width = rollout.completion_ids.size(1)
+    with torch.no_grad():
+        logits = tiny_lm.network(
+            input_ids=ids, attention_mask=mask, position_ids=position_ids
+        ).logits
+    scaled = logits[:, -width - 1 : -1].double() / temperature
+    log_softmax = torch.log_softmax(scaled, dim=-1)
+    expected_logps = log_softmax.gather(-1, rollout.completion_ids.unsqueeze(-1)).squeeze(-1)
+    expected_entropy = -(log_softmax.exp() * log_softmax).sum(-1)
+
+    logps, entropy = tiny_lm.log_probs(rollout, temperature, with_entropy=True)
+    counted = rollout.completion_mask.bool()
+    assert counted.sum() >= 8
+    assert torch.allclose(logps[counted].double(), expected_logps[counted], atol=1e-5)
+    assert torch.allclose(entropy[counted].double(), expected_entropy[counted], atol=1e-5)
+    if temperature != 1.0:  # the temperature changes both, so the check above can fail
+        plain, plain_entropy = tiny_lm.log_probs(rollout, 1.0, with_entropy=True)
+        assert (plain - logps)[counted].abs().max() > 1e-2
+        assert (plain_entropy - entropy)[counted].abs().max() > 1e-2
+
+
 def test_lora_reference_is_the_base_model(tmp_path, tiny_lm):
     lm = load_causal_lm(
         tiny_lm.network.name_or_path, lora={"r": 4, "lora_alpha": 8, "target_modules": "all-linear"}
