@@ -75,7 +75,7 @@ def test_arithmetic_problems_are_correct_and_seeded():
         arithmetic_problems(operations="/")
 
 
-def test_held_out_split_is_disjoint_and_fixed():
+def test_held_out_split_is_disjoint_and_sized():
     module = PromptDataModule(
         source=lambda: arithmetic_problems(seed=0), val_size=256, batch_size=4, num_batches=3
     )
@@ -86,6 +86,22 @@ def test_held_out_split_is_disjoint_and_fixed():
     batches = list(module.train_dataloader())
     assert len(batches) == 3 and all(len(b) == 4 for b in batches)
     assert [len(b) for b in module.val_dataloader()] == [64, 64, 64, 64]
+
+
+def held_out_questions(path, seed: int) -> list[str]:
+    module = PromptDataModule(path=str(path), val_size=10, seed=seed)
+    module.setup()
+    return [row["question"] for row in module.val_rows]
+
+
+def test_held_out_split_of_a_file_depends_only_on_the_seed(tmp_path):
+    path = tmp_path / "rows.jsonl"
+    rows = [{"question": f"What is {i} + 1?", "answer": str(i + 1)} for i in range(100)]
+    path.write_text("\n".join(json.dumps(r) for r in rows))
+    first = held_out_questions(path, seed=3)
+    assert held_out_questions(path, seed=3) == first  # a second build holds out the same rows
+    assert first != [row["question"] for row in rows[:10]]  # shuffled, not the file's head
+    assert held_out_questions(path, seed=4) != first  # the comparison above can fail
 
 
 def test_too_small_file_fails_with_the_file_named(tmp_path):

@@ -49,15 +49,20 @@ def logger_with_server(tmp_path: Path, **kwargs) -> tuple[MLflowRunLogger, Switc
     return logger, server
 
 
+def history(client: mlflow.MlflowClient, run_id: str, key: str) -> list[tuple[int, float]]:
+    """(step, value) pairs of a metric in step order, duplicates kept."""
+    return sorted((m.step, m.value) for m in client.get_metric_history(run_id, key))
+
+
 def test_metrics_wait_in_the_fallback_file_until_copied_over(tmp_path, caplog):
     logger, server = logger_with_server(tmp_path)
     logger.log_hyperparams({"lr": 0.1})
-    logger.log_metrics({"loss": 1.0}, step=1)
+    logger.log_metrics({"loss": 0.5}, step=1)
     run_id = logger.run_id
     server.down = True
     with caplog.at_level(logging.WARNING):
-        for step in (2, 3):
-            logger.log_metrics({"loss": float(step)}, step=step)  # training goes on
+        for step, value in ((2, 0.25), (3, -1.5)):
+            logger.log_metrics({"loss": value, "reward": step / 10}, step=step)  # training goes on
         logger.experiment.set_tag(run_id, "note", "offline")
         logger.experiment.log_table(run_id, data={"a": [1, 2]}, artifact_file="samples/t.json")
         table = tmp_path / "report.txt"
@@ -71,12 +76,13 @@ def test_metrics_wait_in_the_fallback_file_until_copied_over(tmp_path, caplog):
     )
 
     client = mlflow.MlflowClient(f"sqlite:///{tmp_path}/mlflow.db")
-    assert [m.step for m in client.get_metric_history(run_id, "loss")] == [1]
+    assert [(m.step, m.value) for m in client.get_metric_history(run_id, "loss")] == [(1, 0.5)]
     assert client.get_run(run_id).info.status == "RUNNING"
 
     main([str(tmp_path / "run")])  # the documented command, given the run folder
     run = client.get_run(run_id)
-    assert sorted(m.step for m in client.get_metric_history(run_id, "loss")) == [1, 2, 3]
+    assert history(client, run_id, "loss") == [(1, 0.5), (2, 0.25), (3, -1.5)]
+    assert history(client, run_id, "reward") == [(2, 0.2), (3, 0.3)]
     assert run.info.status == "FINISHED"
     assert run.data.tags["note"] == "offline"
     artifacts = {a.path for a in client.list_artifacts(run_id)} | {
@@ -87,19 +93,19 @@ def test_metrics_wait_in_the_fallback_file_until_copied_over(tmp_path, caplog):
     assert not (folder / CALLS).exists() and (folder / COPIED).exists()
 
     main([str(folder / COPIED)])  # copying again writes nothing twice
-    assert len(client.get_metric_history(run_id, "loss")) == 3
+    assert history(client, run_id, "loss") == [(1, 0.5), (2, 0.25), (3, -1.5)]
     assert (folder / COPIED).exists()
 
 
 def test_the_server_is_tried_again_and_the_fallback_copied_by_itself(tmp_path):
     logger, server = logger_with_server(tmp_path, retry_after_s=0)
-    logger.log_metrics({"loss": 1.0}, step=1)
+    logger.log_metrics({"loss": 1.5}, step=1)
     server.down = True
-    logger.log_metrics({"loss": 2.0}, step=2)
+    logger.log_metrics({"loss": 2.5}, step=2)
     server.down = False
-    logger.log_metrics({"loss": 3.0}, step=3)  # the retry copies step 2 over first
+    logger.log_metrics({"loss": 3.5}, step=3)  # the retry copies step 2 over first
     client = mlflow.MlflowClient(f"sqlite:///{tmp_path}/mlflow.db")
-    assert sorted(m.step for m in client.get_metric_history(logger.run_id, "loss")) == [1, 2, 3]
+    assert history(client, logger.run_id, "loss") == [(1, 1.5), (2, 2.5), (3, 3.5)]
     assert logger._mlflow_client.offline_since is None
 
 
