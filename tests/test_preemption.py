@@ -12,9 +12,11 @@ import pytest
 import torch
 
 from src.utils.resolvers import PROJECT_ROOT
-from tests.training_process import TINY_RUN, start_training, wait_for_steps
+from tests.signal_at_step import signal_at
+from tests.training_process import TINY_RUN, start_training
 
 RUN = [*TINY_RUN, "callbacks.checkpoint.every_n_train_steps=1000"]
+STOPPED_AT = 3
 
 
 @pytest.mark.slow
@@ -22,10 +24,9 @@ def test_sigterm_writes_a_checkpoint_and_marks_the_run_killed(tmp_path):
     process = start_training(
         *RUN, "trainer.max_steps=500", f"paths.output_root={tmp_path}",
         f"paths.run_dir={tmp_path / 'run'}",
+        *signal_at(STOPPED_AT, "SIGTERM", moment="start"),  # as step 3 begins, before its rollout
     )  # fmt: skip
-    wait_for_steps(process, tmp_path / "mlflow.db", 3)  # GRPO is under way
-    process.send_signal(signal.SIGTERM)
-    output, _ = process.communicate(timeout=120)
+    output, _ = process.communicate(timeout=300)
 
     assert process.returncode == 128 + signal.SIGTERM, output[-3000:]
     client = mlflow.MlflowClient(tracking_uri=f"sqlite:///{tmp_path}/mlflow.db")
@@ -33,7 +34,7 @@ def test_sigterm_writes_a_checkpoint_and_marks_the_run_killed(tmp_path):
     assert run.info.status == "KILLED"
     assert run.data.tags["error"].startswith("Preempted: SIGTERM received: stopped after step")
     last_step = max(m.step for m in client.get_metric_history(run.info.run_id, "loss"))
-    assert 3 <= last_step < 500
+    assert last_step == STOPPED_AT  # the step under way when the signal came was finished
     checkpoint = torch.load(tmp_path / "run" / "checkpoints" / "last.ckpt", weights_only=False)
     assert checkpoint["global_step"] == last_step  # the checkpoint holds every logged step
     assert f"continue with ckpt_path={tmp_path / 'run' / 'checkpoints' / 'last.ckpt'}" in output

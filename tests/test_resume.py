@@ -1,9 +1,9 @@
 """A run killed with SIGKILL and continued with `ckpt_path=last` ends where an uninterrupted
-run of the same seed ends: same weights, same MLflow run, every metric step written once."""
+run of the same seed ends: same weights and optimizer state, same MLflow run, every metric
+step written once with the same value."""
 
 from __future__ import annotations
 
-import signal
 import subprocess
 from pathlib import Path
 
@@ -11,15 +11,24 @@ import mlflow
 import pytest
 import torch
 
-from tests.training_process import TINY_RUN, start_training, wait_for_steps
+from tests.compare import (
+    assert_same_histories,
+    assert_updates_were_not_trivial,
+    checkpoint_weights,
+    histories,
+    max_difference,
+    weights,
+)
+from tests.signal_at_step import signal_at
+from tests.training_process import TINY_RUN, start_training
 
 STEPS = 10
+KILLED_AT = 5  # after the checkpoint of step 3, before the one of step 6
 RUN = [
     *TINY_RUN, "algo.kl_beta=0.05",
     "algo.samples_every_n_steps=3", f"trainer.max_steps={STEPS}",
     "trainer.val_check_interval=4", "callbacks.checkpoint.every_n_train_steps=3",
 ]  # fmt: skip
-TIMED = {"step_time"}  # wall-clock figures differ between any two runs
 
 
 def train(root: Path, run: str, *overrides: str) -> subprocess.Popen:
@@ -41,16 +50,19 @@ def only_run(root: Path) -> tuple[mlflow.MlflowClient, mlflow.entities.Run]:
     return client, run
 
 
-def histories(client: mlflow.MlflowClient, run) -> dict[str, list[tuple[int, float]]]:
-    """Every metric's (step, value) pairs in step order, duplicates kept."""
-    return {
-        key: sorted((m.step, m.value) for m in client.get_metric_history(run.info.run_id, key))
-        for key in run.data.metrics
-    }
+def checkpoint(path: Path) -> dict:
+    return torch.load(path, map_location="cpu", weights_only=True)
 
 
-def weights(path: Path) -> dict[str, torch.Tensor]:
-    return torch.load(path, map_location="cpu", weights_only=True)["state_dict"]
+def optimizer_tensors(saved: dict) -> list[torch.Tensor]:
+    """Every tensor of the optimizer's state (Adam's moments), in parameter order."""
+    (state,) = saved["optimizer_states"]
+    return [
+        value
+        for index in sorted(state["state"])
+        for _, value in sorted(state["state"][index].items())
+        if torch.is_tensor(value) and value.numel() > 1
+    ]
 
 
 @pytest.mark.slow
@@ -58,40 +70,55 @@ def test_a_killed_run_continued_with_ckpt_path_last_matches_an_uninterrupted_one
     finish(train(tmp_path / "straight", "run"))
     client, straight = only_run(tmp_path / "straight")
     expected = histories(client, straight)
+    assert_updates_were_not_trivial(expected)  # the comparisons below could fail
 
     root = tmp_path / "killed"
-    process = train(root, "first")
-    wait_for_steps(process, root / "mlflow.db", 5)  # past the checkpoint of step 3
-    process.send_signal(signal.SIGKILL)
-    process.communicate(timeout=60)
+    process = train(root, "first", *signal_at(KILLED_AT, "SIGKILL"))
+    output, _ = process.communicate(timeout=300)
+    assert process.returncode == -9, output[-3000:]
     client, killed = only_run(root)
     assert killed.info.status == "RUNNING"  # SIGKILL leaves no chance to close the run
-    before = histories(client, killed)["loss"]
-    saved_at = torch.load(root / "first" / "checkpoints" / "last.ckpt", weights_only=True)
-    assert 3 <= saved_at["global_step"] < before[-1][0] < STEPS
+    assert [step for step, _ in histories(client, killed)["loss"]] == list(range(1, KILLED_AT + 1))
+    saved_at = checkpoint(root / "first" / "checkpoints" / "last.ckpt")["global_step"]
+    assert saved_at == 3
 
     output = finish(train(root, "second", "ckpt_path=last"))
-    assert f"Continuing from step {saved_at['global_step']} of " in output
+    assert f"Continuing from step {saved_at} of " in output
     client, resumed = only_run(root)  # still one run: the continuation wrote into it
     assert resumed.info.run_id == killed.info.run_id
     assert resumed.info.status == "FINISHED"
     assert resumed.data.tags["resumes"] == "1"
-    assert resumed.data.tags["resumed_from_step"] == str(saved_at["global_step"])
+    assert resumed.data.tags["resumed_from_step"] == str(saved_at)
     got = histories(client, resumed)
-    assert got.keys() == expected.keys()
-    for key, values in expected.items():
-        assert [step for step, _ in got[key]] == [step for step, _ in values], key
-        if key not in TIMED:
-            assert [value for _, value in got[key]] == pytest.approx(
-                [value for _, value in values], rel=1e-5, abs=1e-6
-            ), key
+    assert_same_histories(got, expected)
 
-    # The continuation wrote its checkpoints beside the one it started from.
-    final = weights(root / "first" / "checkpoints" / "last.ckpt")
-    reference = weights(tmp_path / "straight" / "run" / "checkpoints" / "last.ckpt")
-    difference = max((final[name] - reference[name]).abs().max().item() for name in reference)
+    # The final weights (saved at step 10) and the last checkpoint (step 9: every 3 steps),
+    # which the continuation wrote beside the one it started from, weights and Adam's moments.
+    final = weights(root / "second" / "model")
+    reference = weights(tmp_path / "straight" / "run" / "model")
+    moved = max_difference(reference, weights(models(tmp_path / "straight")))
+    last = checkpoint(root / "first" / "checkpoints" / "last.ckpt")
+    last_reference = checkpoint(tmp_path / "straight" / "run" / "checkpoints" / "last.ckpt")
+    assert last["global_step"] == last_reference["global_step"] == 9
+    differences = {
+        "final weights": max_difference(final, reference),
+        "weights at step 9": max_difference(
+            checkpoint_weights(last), checkpoint_weights(last_reference)
+        ),
+        "optimizer state at step 9": max(
+            (a - b).abs().max().item()
+            for a, b in zip(optimizer_tensors(last), optimizer_tensors(last_reference), strict=True)
+        ),
+    }
     print(
-        f"killed after step {before[-1][0]} (checkpoint of step {saved_at['global_step']}), "
-        f"continued to step {STEPS}: max weight difference {difference:.3g}"
+        f"killed after step {KILLED_AT} (checkpoint of step {saved_at}), continued to step "
+        f"{STEPS}: weights moved up to {moved:.3g} from the start; largest difference from the "
+        "uninterrupted run: " + ", ".join(f"{k} {v:.3g}" for k, v in differences.items())
     )
-    assert difference < 1e-5
+    assert moved > 2e-4  # the weights compared did change (Adam, lr 1e-4 decaying to 0)
+    assert max(differences.values()) < 1e-7, differences
+
+
+def models(root: Path) -> Path:
+    """The tiny model folder a run under `root` built and started from."""
+    return root / "models" / "tiny_llama_h128_l4"

@@ -10,6 +10,7 @@ import src.sft.warm_start as warm_start_module
 from src.train import train
 
 SFT = [
+    "~reward.functions.printable",  # the recipe's reward alone decides when the warm start stops
     "sft.enabled=true",
     "sft.max_steps=6",
     "sft.batch_size=8",
