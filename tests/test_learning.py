@@ -7,9 +7,10 @@ from src.train import train
 
 
 @pytest.mark.slow
-def test_grpo_raises_held_out_accuracy(make_cfg):
+def test_grpo_raises_held_out_accuracy(make_cfg, warm_tiny):
     cfg = make_cfg(
-        "sft.enabled=true",
+        *warm_tiny,  # the embedded default's own warm start, shared by the session
+        "~reward.functions.printable",  # the recipe's reward alone
         "trainer.max_steps=150",
         "trainer.val_check_interval=150",
         "data.batch_size=16",

@@ -9,12 +9,17 @@ from pathlib import Path
 
 import mlflow
 import pytest
+import torch
+from hydra.utils import instantiate
 
 from src.data.files import DataFileError
+from src.data.hub import SAMPLES_DIR
 from src.eval import evaluate, head_folders
+from src.model.causal_lm import load_causal_lm
 from src.pipeline import run_pipeline
 from src.train import train
 from src.utils.resolvers import PROJECT_ROOT
+from tests.compare import greedy_answers
 
 # The tiny model on the shipped sample: 2 questions x 2 completions, a few tokens each.
 SMALL = [
@@ -80,7 +85,28 @@ def test_train_command_medmcqa_solution_tag(tmp_path):
 def test_medqa_task_trains(make_cfg):
     cfg = make_cfg("task=medqa", *SMALL)
     metrics = train(cfg)
-    assert 0.0 <= metrics["eval/accuracy"] <= 1.0 and "eval/format" in metrics
+    client, (run,) = runs_of(Path(cfg.paths.output_root), "medqa")
+    assert run.data.tags["data_source"] == "sample:medqa_sample.jsonl"
+    assert run.data.params["data_report.all.kept"] == "170"
+    # Training saw MedQA questions with their four options, and its updates were real.
+    questions = [
+        json.loads(line)["question"] for line in (SAMPLES_DIR / "medqa_sample.jsonl").open()
+    ]
+    samples = json.loads(
+        Path(client.download_artifacts(run.info.run_id, "samples/step_000001.json")).read_text()
+    )
+    (prompt_column,) = [i for i, name in enumerate(samples["columns"]) if name == "prompt"]
+    for row in samples["data"]:
+        assert any(question in row[prompt_column] for question in questions)
+        assert "A. " in row[prompt_column] and "D. " in row[prompt_column]
+    assert all(m.value > 0 for m in client.get_metric_history(run.info.run_id, "grad_norm"))
+    # The held-out reward is the configured weighting of its parts.
+    weights = cfg.reward.weights
+    parts = {name: metrics[f"eval/{name}"] for name in cfg.reward.functions}
+    assert metrics["eval/reward"] == pytest.approx(
+        sum(weights.get(name, 1.0) * value for name, value in parts.items())
+    )
+    assert parts["printable"] > 0  # a non-zero part, so a wrong weighting shows
 
 
 def test_bad_rows_fail_before_any_model_loads(make_cfg, tmp_path):
@@ -166,11 +192,25 @@ def test_whole_pipeline_command(tmp_path):
     assert {run.info.status for run in runs} == {"FINISHED"}
 
 
-def test_evaluate_writes_records_for_a_saved_full_model(make_cfg, tmp_path):
-    cfg = make_cfg("task=medmcqa", *SMALL, f"+eval.adapters.trained={tmp_path / 'run' / 'model'}")
-    train(cfg)  # saves the tiny policy (no LoRA: full weights) to run_dir/model
-    assert (tmp_path / "run" / "model" / "config.json").is_file()
+def test_evaluate_scores_a_saved_full_model_not_the_base(make_cfg, tmp_path, tiny_lm):
+    saved = tmp_path / "saved"  # a full model that answers differently from the base model
+    other = load_causal_lm(tiny_lm.network.name_or_path)
+    torch.manual_seed(0)
+    with torch.no_grad():
+        for param in other.parameters():
+            param.add_(0.05 * torch.randn_like(param))
+    other.save(saved)
+    cfg = make_cfg("task=medmcqa", *SMALL, f"+eval.adapters.trained={saved}")
     summary = evaluate(cfg, heads=["base", "trained"], output_dir=tmp_path / "ev")
-    assert set(summary) == {"base", "trained"}
-    lines = (tmp_path / "ev" / "eval_results.jsonl").read_text().splitlines()
-    assert len(lines) == 8
+    records = [json.loads(line) for line in (tmp_path / "ev" / "eval_results.jsonl").open()]
+    assert [r["head"] for r in records] == ["base"] * 4 + ["trained"] * 4
+    base, trained = records[:4], records[4:]
+
+    data = instantiate(cfg.data)
+    data.prepare_rows()
+    prompts = instantiate(cfg.policy).prompts(data.val_rows[:4], other.tokenizer)
+    expected = greedy_answers(saved, prompts, cfg.algo.max_completion_length)
+    assert [r["generation"] for r in trained] == expected
+    assert [r["generation"] for r in base] != expected  # so loading the base would fail
+    for name in ("reward", "accuracy", "format", "similarity", "printable"):
+        assert summary["trained"][name] == pytest.approx(sum(r[name] for r in trained) / 4)

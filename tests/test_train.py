@@ -11,10 +11,13 @@ import lightning
 import mlflow
 import pytest
 from hydra.errors import InstantiationException
+from hydra.utils import instantiate
 
 from src.data.files import DataFileError
+from src.reward.accuracy import extract_final_number
 from src.train import train
 from src.utils.resolvers import PROJECT_ROOT
+from tests.compare import greedy_answers
 
 STEP_METRICS = [
     "reward",
@@ -78,6 +81,11 @@ def test_two_grpo_steps_leave_a_full_mlflow_record(make_cfg):
     assert len(table["data"]) == 2 * 4  # B prompts x G completions
 
 
+def metric_history(cfg, run, name) -> dict[int, float]:
+    client = mlflow.MlflowClient(tracking_uri=cfg.paths.mlflow_uri)
+    return {m.step: m.value for m in client.get_metric_history(run.info.run_id, name)}
+
+
 def test_kl_lora_and_several_iterations(make_cfg):
     cfg = make_cfg(
         "hardware=[cpu,lora]", "algo.kl_beta=0.1", "algo.num_iterations=2", "trainer.max_steps=4"
@@ -85,16 +93,20 @@ def test_kl_lora_and_several_iterations(make_cfg):
     train(cfg)
     run = only_run(cfg)
     assert metric_steps(cfg, run, "loss") == [1, 2, 3, 4]
-    client = mlflow.MlflowClient(tracking_uri=cfg.paths.mlflow_uri)
-    kl = [m.value for m in client.get_metric_history(run.info.run_id, "kl")]
-    assert kl[0] == pytest.approx(0.0, abs=1e-6)  # the first update starts at the reference
+    kl = metric_history(cfg, run, "kl")
+    assert kl[1] == pytest.approx(0.0, abs=1e-9)  # a fresh adapter: the policy is the reference
+    # Later updates have moved away from the reference: the disabled adapter, not the policy
+    # as it was when the rollout was sampled (step 3 is the first update of the 2nd rollout).
+    assert kl[2] > 1e-5 and kl[3] > 1e-5 and kl[4] > 1e-5, kl
     assert run.data.params["model.lora.r"] == "16"
 
 
 def test_frozen_reference_copy_without_lora(make_cfg):
     cfg = make_cfg("algo.kl_beta=0.05", "algo.loss_type=dr_grpo", "algo.scale_rewards=none")
-    metrics = train(cfg)
-    assert "kl" in metrics
+    train(cfg)
+    kl = metric_history(cfg, only_run(cfg), "kl")
+    assert kl[1] == 0.0  # the reference is a copy of the starting weights ...
+    assert kl[2] > 1e-5  # ... which stays where it was while the policy moves
 
 
 def test_local_data_file(make_cfg, tmp_path):
@@ -102,8 +114,43 @@ def test_local_data_file(make_cfg, tmp_path):
     rows = [{"question": f"What is {a} + 1?", "answer": str(a + 1)} for a in range(20)]
     path.write_text("\n".join(json.dumps(row) for row in rows))
     cfg = make_cfg(f"data.path={path}", "data.val_size=4", "trainer.max_steps=1")
-    metrics = train(cfg)
-    assert 0.0 <= metrics["eval/accuracy"] <= 1.0
+    train(cfg)
+    run = only_run(cfg)
+    params = run.data.params
+    assert (params["data_report.all.rows"], params["data_report.train_rows"]) == ("20", "16")
+    assert params["data_report.val_rows"] == "4"
+    data = instantiate(cfg.data)
+    data.prepare_rows()
+    held_out = {row["question"] for row in data.val_rows}
+    assert len(held_out) == 4 and held_out < {row["question"] for row in rows}
+    # The step trained on the file's other questions, never on held-out ones.
+    client = mlflow.MlflowClient(tracking_uri=cfg.paths.mlflow_uri)
+    table = json.loads(
+        Path(client.download_artifacts(run.info.run_id, "samples/step_000001.json")).read_text()
+    )
+    prompts = {row[table["columns"].index("prompt")] for row in table["data"]}
+    assert len(prompts) == 2 and prompts <= set(instantiate(cfg.policy).prompts(data.train_rows))
+
+
+@pytest.mark.slow
+def test_held_out_accuracy_is_that_of_the_policys_greedy_answers(make_cfg, warm_tiny):
+    """eval/accuracy at the start and at the end, recomputed here from the model folders by
+    decoding each held-out question alone: the right rows, the right model, the right score."""
+    cfg = make_cfg(*warm_tiny, "data.val_size=32", "algo.max_completion_length=8")
+    train(cfg)
+    history = metric_history(cfg, only_run(cfg), "eval/accuracy")
+    assert sorted(history) == [0, 2]
+    data = instantiate(cfg.data)
+    data.prepare_rows()
+    prompts = instantiate(cfg.policy).prompts(data.val_rows)
+    for step, folder in ((0, cfg.model.name_or_path), (2, cfg.save_model)):
+        answers = greedy_answers(folder, prompts, cfg.algo.max_completion_length)
+        right = [
+            extract_final_number(answer) == row["answer"]
+            for answer, row in zip(answers, data.val_rows, strict=True)
+        ]
+        assert history[step] == pytest.approx(sum(right) / len(right)), step
+    assert 0.1 < history[0] < 0.9  # some right and some wrong: another row or model would show
 
 
 @pytest.mark.parametrize(
@@ -162,22 +209,6 @@ def test_unknown_reward_names_the_value():
     assert "Could not find 'reward/no_such_reward'" in result.stderr
 
 
-def test_command_line_overrides(tmp_path):
-    result = run_cli(
-        "algo.kl_beta=0.1",
-        "algo.group_size=4",
-        "trainer.max_steps=3",
-        "model=tiny",
-        "sft.enabled=false",
-        "data.batch_size=2",
-        "data.val_size=16",
-        f"paths.output_root={tmp_path}",
-    )
-    client, run = cli_run_record(result, tmp_path)
-    assert run.data.params["algo.kl_beta"] == "0.1"
-    assert [m.step for m in client.get_metric_history(run.info.run_id, "kl")] == [1, 2, 3]
-
-
 def test_a_run_that_fails_is_marked_failed(make_cfg, tmp_path):
     cfg = make_cfg(f"model.name_or_path={tmp_path / 'missing_model'}", "model.builder=null")
     with pytest.raises(InstantiationException, match="no model folder at .*missing_model"):
@@ -190,12 +221,14 @@ def test_a_run_that_fails_is_marked_failed(make_cfg, tmp_path):
 def test_four_bit_lora_spelling(make_cfg):
     cfg = make_cfg("hardware=[4bit,lora]", "algo.kl_beta=0.04")
     assert cfg.model.load_in_4bit and cfg.model.lora.r == 16
-    metrics = train(cfg)
-    assert metrics["kl"] >= 0.0
-    assert metric_steps(cfg, only_run(cfg), "loss") == [1, 2]
+    train(cfg)
+    run = only_run(cfg)
+    assert metric_steps(cfg, run, "loss") == [1, 2]
+    kl = metric_history(cfg, run, "kl")
+    assert kl[1] == 0.0 and kl[2] > 1e-5  # the 4-bit base under the disabled adapter
 
 
-def test_command_line_data_path(tmp_path):
+def test_command_line_overrides_and_data_path(tmp_path):
     path = tmp_path / "sums.json"
     path.write_text(
         json.dumps([{"question": f"What is {a} + 2?", "answer": str(a + 2)} for a in range(12)])
@@ -203,17 +236,27 @@ def test_command_line_data_path(tmp_path):
     result = run_cli(
         f"data.path={path}",
         "data.val_size=4",
-        "sft.enabled=false",
-        "trainer.max_steps=1",
+        "data.batch_size=2",
+        "algo.kl_beta=0.1",
+        "algo.group_size=4",
         "algo.max_completion_length=4",
+        "trainer.max_steps=2",
+        "model=tiny",
+        "sft.enabled=false",
         f"paths.output_root={tmp_path}",
     )
     client, run = cli_run_record(result, tmp_path)
-    assert run.data.params["data.path"] == str(path)
+    params = run.data.params
+    assert params["data.path"] == str(path) and params["data_report.val_rows"] == "4"
+    assert (params["algo.kl_beta"], params["algo.group_size"]) == ("0.1", "4")
+    assert [m.step for m in client.get_metric_history(run.info.run_id, "kl")] == [1, 2]
+    assert sorted(m.step for m in client.get_metric_history(run.info.run_id, "eval/accuracy")) == [
+        0,
+        2,
+    ]
     # Hydra's job log is in the run folder, not the project root.
     assert len(list(tmp_path.glob("runs/arithmetic/*/train.log"))) == 1
     assert not (PROJECT_ROOT / "train.log").exists()
-    assert [m.step for m in client.get_metric_history(run.info.run_id, "eval/accuracy")] == [0, 1]
 
 
 def test_run_stays_running_until_the_experiment_ends(make_cfg, monkeypatch):

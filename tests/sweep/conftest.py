@@ -28,7 +28,7 @@ SMALL_JOB = [
 ]
 
 # The README's spelling, on a 3 x 2 grid: six jobs of the embedded arithmetic recipe, each
-# starting from the same cached warm start (made by the first job, about 35 s), so that rewards
+# starting from the same cached warm start (made by the first job, under a minute), so that rewards
 # and accuracy are not all zero; 6 GRPO steps, held-out evaluation at steps 0, 2, 4 and 6.
 SIX_JOB_SWEEP = [
     "algo.kl_beta=0.0,0.05,0.1",

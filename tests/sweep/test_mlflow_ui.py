@@ -27,6 +27,16 @@ CHROMIUM_ARGS = [
     "--disable-sync",
 ]
 
+# True once the comparison plot's width is the same in two animation frames in a row.
+PLOT_WIDTH_SETTLED = """() => {
+  const plot = document.querySelector('.js-plotly-plot');
+  if (!plot) return false;
+  const width = plot.getBoundingClientRect().width;
+  const settled = window.__plotWidth === width;
+  window.__plotWidth = width;
+  return settled;
+}"""
+
 
 @pytest.fixture(scope="module")
 def mlflow_server(six_job_sweep, tmp_path_factory) -> Iterator[str]:
@@ -113,16 +123,22 @@ def test_run_comparison_page_in_headless_chromium(mlflow_server, tmp_path):
             page.goto(f"{mlflow_server}/#/compare-runs?{query}")
             page.get_by_text(f"Comparing {len(ids)} Runs").wait_for(timeout=60_000)
             page.get_by_text(names[-1]).first.wait_for(timeout=60_000)
+            plot = page.locator(".js-plotly-plot").first  # the parallel-coordinates plot
+            plot.wait_for(state="visible", timeout=60_000)
             close = page.get_by_role("button", name="Close", exact=True)
             if close.count():  # MLflow 3's assistant panel: closed to show more of the runs
                 close.first.click()
-            page.wait_for_timeout(1500)  # let the plot finish its transition before the picture
+            # The plot widens into the freed space; the picture waits until its width holds
+            # still between two frames.
+            page.wait_for_function(PLOT_WIDTH_SETTLED, polling="raf", timeout=60_000)
+            plot_width = plot.bounding_box()["width"]
             text = page.inner_text("body")
             screenshot = tmp_path / "mlflow_compare_runs.png"  # to look at: pytest --basetemp=DIR
-            page.screenshot(path=str(screenshot))
+            page.screenshot(path=str(screenshot), animations="disabled")
         finally:
             browser.close()
     for name in names:
         assert " ".join(name.split()) in " ".join(text.split())
     assert "algo.kl_beta" in text and "algo.group_size" in text
+    assert plot_width > 300  # the plot was drawn, at a size one can read
     assert screenshot.read_bytes().startswith(b"\x89PNG") and screenshot.stat().st_size > 20_000
