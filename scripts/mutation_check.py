@@ -1,0 +1,270 @@
+"""Check that the test suite catches known wrong implementations.
+
+Each mutation below is a small, plausible mistake (the clip using the wrong epsilon, a resume
+that forgets the optimizer state, ...). For each one this script copies the project into a
+scratch folder, applies the mutation there, runs the tests that claim to guard against it and
+reports whether they failed. The working tree is never touched. A mutation the tests do not
+catch is a claim of the suite that does not hold.
+
+    python scripts/mutation_check.py                  # every mutation (about 10 minutes)
+    python scripts/mutation_check.py --only optuna    # those whose name contains "optuna"
+    python scripts/mutation_check.py --list           # what would run
+
+Exit status 1 when any mutation goes uncaught or no longer applies.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@dataclass(frozen=True)
+class Mutation:
+    """Replace `old` (which must occur exactly once) by `new` in `path`; `tests` must fail."""
+
+    name: str
+    path: str
+    old: str
+    new: str
+    tests: tuple[str, ...]
+
+
+RESUME = "tests/test_resume.py"
+OBJECTIVE = "tests/grpo/test_objective.py"
+MUTATIONS = [
+    Mutation(
+        "resume without restoring the weights",
+        "src/grpo/module.py",
+        '        state = checkpoint.get("grpo", {})\n',
+        '        checkpoint["state_dict"] = self.state_dict()\n'
+        '        state = checkpoint.get("grpo", {})\n',
+        (RESUME,),
+    ),
+    Mutation(
+        "resume without restoring the optimizer state",
+        "src/grpo/module.py",
+        '        state = checkpoint.get("grpo", {})\n',
+        '        checkpoint["optimizer_states"] = []\n        state = checkpoint.get("grpo", {})\n',
+        (RESUME,),
+    ),
+    Mutation(
+        "resume without restoring the random generators",
+        "src/grpo/module.py",
+        "            set_rng_states(self.restored_rng)\n",
+        "            pass\n",
+        (RESUME,),
+    ),
+    Mutation(
+        "the clamp using epsilon_low on both sides",
+        "src/grpo/objective.py",
+        "torch.clamp(ratio, 1 - epsilon_low, 1 + epsilon_high)",
+        "torch.clamp(ratio, 1 - epsilon_low, 1 + epsilon_low)",
+        (OBJECTIVE,),
+    ),
+    Mutation(
+        "the clamp using epsilon_high on both sides",
+        "src/grpo/objective.py",
+        "torch.clamp(ratio, 1 - epsilon_low, 1 + epsilon_high)",
+        "torch.clamp(ratio, 1 - epsilon_high, 1 + epsilon_high)",
+        (OBJECTIVE,),
+    ),
+    Mutation(
+        "the surrogate without its min",
+        "src/grpo/objective.py",
+        "per_token = -torch.min(ratio * adv, clipped_ratio * adv)",
+        "per_token = -clipped_ratio * adv",
+        (OBJECTIVE,),
+    ),
+    Mutation(
+        "the surrogate with max for min",
+        "src/grpo/objective.py",
+        "per_token = -torch.min(ratio * adv, clipped_ratio * adv)",
+        "per_token = -torch.max(ratio * adv, clipped_ratio * adv)",
+        (OBJECTIVE,),
+    ),
+    Mutation(
+        "bnpo normalised per sequence",
+        "src/grpo/objective.py",
+        '    if loss_type == "grpo":\n',
+        '    if loss_type in ("grpo", "bnpo"):\n',
+        (OBJECTIVE,),
+    ),
+    Mutation(
+        "dr_grpo normalised by the longest completion of the batch",
+        "src/grpo/objective.py",
+        "(logps.size(0) * max_completion_length)",
+        "(logps.size(0) * logps.size(1))",
+        (OBJECTIVE,),
+    ),
+    Mutation(
+        "the KL term with the wrong sign",
+        "src/grpo/objective.py",
+        "per_token = per_token + beta * kl",
+        "per_token = per_token - beta * kl",
+        (OBJECTIVE,),
+    ),
+    Mutation(
+        "logits multiplied by the temperature",
+        "src/model/causal_lm.py",
+        ".float() / temperature",
+        ".float() * temperature",
+        ("tests/model/test_causal_lm.py",),
+    ),
+    Mutation(
+        "entropy halved",
+        "src/model/causal_lm.py",
+        "entropy = log_norm - (probs * logits).sum(-1)",
+        "entropy = (log_norm - (probs * logits).sum(-1)) / 2",
+        ("tests/model/test_causal_lm.py",),
+    ),
+    Mutation(
+        "an unseeded held-out shuffle of a data file",
+        "src/data/datamodule.py",
+        "random.Random(self.seed).shuffle(rows)",
+        "random.Random().shuffle(rows)",
+        ("tests/data/test_files.py",),
+    ),
+    Mutation(
+        "an unseeded shuffle of the built-in arithmetic problems",
+        "src/data/arithmetic.py",
+        "random.Random(seed).shuffle(rows)",
+        "random.Random().shuffle(rows)",
+        ("tests/data/test_files.py",),
+    ),
+    Mutation(
+        "the frozen reference being the trained network itself",
+        "src/grpo/module.py",
+        "frozen = copy.deepcopy(lm.network).eval().requires_grad_(False)",
+        "frozen = lm.network",
+        ("tests/test_train.py::test_frozen_reference_copy_without_lora",),
+    ),
+    Mutation(
+        "the LoRA reference with the adapter left on",
+        "src/grpo/module.py",
+        "            with self.lm.adapter_disabled():\n",
+        "            with torch.no_grad():\n",
+        ("tests/test_train.py::test_kl_lora_and_several_iterations",),
+    ),
+    Mutation(
+        "evaluating the base model instead of a saved full model",
+        "src/eval.py",
+        "            name_or_path=str(folder),\n",
+        "",
+        ("tests/test_medmcqa.py::test_evaluate_scores_a_saved_full_model_not_the_base",),
+    ),
+    Mutation(
+        "held-out accuracy scored on training rows",
+        "src/data/datamodule.py",
+        "            self.val_rows, batch_size=self.eval_batch_size,",
+        "            self.train_rows[: len(self.val_rows)], batch_size=self.eval_batch_size,",
+        ("tests/test_train.py::test_held_out_accuracy_is_that_of_the_policys_greedy_answers",),
+    ),
+    Mutation(
+        "Optuna minimizing",
+        "conf/hparams_search/optuna.yaml",
+        "direction: maximize",
+        "direction: minimize",
+        ("tests/sweep/test_sweep.py::test_optuna_search_maximizes_eval_accuracy",),
+    ),
+    Mutation(
+        "the sweep's best run picked as the lowest",
+        "src/utils/sweep_callback.py",
+        'pick = min if state["minimize"] else max',
+        "pick = min",
+        ("tests/sweep/test_sweep.py::test_six_job_sweep_leaves_six_children_and_a_parent",),
+    ),
+]
+
+
+def project_files() -> list[str]:
+    """Tracked files and new ones git does not ignore: what a commit would hold."""
+    listed = subprocess.run(
+        ["git", "ls-files", "--cached", "--others", "--exclude-standard"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return [name for name in listed.stdout.splitlines() if (ROOT / name).is_file()]
+
+
+def scratch_copy(files: list[str], target: Path) -> None:
+    for name in files:
+        (target / name).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(ROOT / name, target / name)
+
+
+def apply(mutation: Mutation, root: Path) -> None:
+    path = root / mutation.path
+    text = path.read_text()
+    count = text.count(mutation.old)
+    if count != 1:
+        raise LookupError(
+            f"{mutation.path}: the text to mutate occurs {count} times, not once; update the "
+            f"mutation {mutation.name!r} in scripts/mutation_check.py"
+        )
+    path.write_text(text.replace(mutation.old, mutation.new))
+
+
+def run_tests(mutation: Mutation, root: Path) -> tuple[bool, str, float]:
+    """Run the mutation's tests in `root`; (caught, the tests that failed, seconds)."""
+    start = time.perf_counter()
+    result = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-rf",
+         *mutation.tests],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        stdin=subprocess.DEVNULL,
+    )  # fmt: skip
+    seconds = time.perf_counter() - start
+    failed = re.findall(r"^FAILED (\S+)", result.stdout, flags=re.MULTILINE)
+    if result.returncode == 0:
+        return False, "all passed", seconds
+    if not failed:  # an error before any test ran is not a catch
+        tail = (result.stdout + result.stderr).strip().splitlines()[-3:]
+        return False, "tests did not run: " + " | ".join(tail), seconds
+    more = f" and {len(failed) - 1} more" if len(failed) > 1 else ""
+    return True, failed[0] + more, seconds
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--only", default="", help="run mutations whose name contains this")
+    parser.add_argument("--list", action="store_true", help="list the mutations and stop")
+    args = parser.parse_args(argv)
+    chosen = [m for m in MUTATIONS if args.only.lower() in m.name.lower()]
+    if args.list or not chosen:
+        for mutation in chosen or MUTATIONS:
+            print(f"{mutation.name}: {mutation.path} -> {' '.join(mutation.tests)}")
+        return 0 if chosen else 1
+    files = project_files()
+    missed = 0
+    print(f"{'mutation':58} {'caught':7} {'seconds':>7}  by")
+    for mutation in chosen:
+        with tempfile.TemporaryDirectory(prefix="mutant-") as folder:
+            root = Path(folder)
+            scratch_copy(files, root)
+            try:
+                apply(mutation, root)
+                caught, by, seconds = run_tests(mutation, root)
+            except LookupError as error:
+                caught, by, seconds = False, str(error), 0.0
+        missed += not caught
+        print(f"{mutation.name:58} {'yes' if caught else 'NO':7} {seconds:7.0f}  {by}", flush=True)
+    print(f"{len(chosen) - missed} of {len(chosen)} mutations caught")
+    return 1 if missed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
