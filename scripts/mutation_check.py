@@ -6,11 +6,12 @@ scratch folder, applies the mutation there, runs the tests that claim to guard a
 reports whether they failed. The working tree is never touched. A mutation the tests do not
 catch is a claim of the suite that does not hold.
 
-    python scripts/mutation_check.py                  # every mutation (about 10 minutes)
+    python scripts/mutation_check.py                  # every mutation (about 15 minutes)
     python scripts/mutation_check.py --only optuna    # those whose name contains "optuna"
     python scripts/mutation_check.py --list           # what would run
 
-Exit status 1 when any mutation goes uncaught or no longer applies.
+The tests first run once on an unmutated copy: a test that fails anyway proves nothing. Exit
+status 1 when they do, or when any mutation goes uncaught or no longer applies.
 """
 
 from __future__ import annotations
@@ -216,18 +217,24 @@ def apply(mutation: Mutation, root: Path) -> None:
     path.write_text(text.replace(mutation.old, mutation.new))
 
 
-def run_tests(mutation: Mutation, root: Path) -> tuple[bool, str, float]:
-    """Run the mutation's tests in `root`; (caught, the tests that failed, seconds)."""
+def run_pytest(
+    tests: list[str] | tuple[str, ...], root: Path
+) -> tuple[subprocess.CompletedProcess, float]:
+    """pytest on `tests` in the copy at `root`, with this interpreter; the result and seconds."""
     start = time.perf_counter()
     result = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-rf",
-         *mutation.tests],
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-rf", *tests],
         cwd=root,
         capture_output=True,
         text=True,
         stdin=subprocess.DEVNULL,
-    )  # fmt: skip
-    seconds = time.perf_counter() - start
+    )
+    return result, time.perf_counter() - start
+
+
+def run_tests(mutation: Mutation, root: Path) -> tuple[bool, str, float]:
+    """Run the mutation's tests in `root`; (caught, the tests that failed, seconds)."""
+    result, seconds = run_pytest(mutation.tests, root)
     failed = re.findall(r"^FAILED (\S+)", result.stdout, flags=re.MULTILINE)
     if result.returncode == 0:
         return False, "all passed", seconds
@@ -242,6 +249,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--only", default="", help="run mutations whose name contains this")
     parser.add_argument("--list", action="store_true", help="list the mutations and stop")
+    parser.add_argument(
+        "--skip-baseline", action="store_true", help="do not first run the tests unmutated"
+    )
     args = parser.parse_args(argv)
     chosen = [m for m in MUTATIONS if args.only.lower() in m.name.lower()]
     if args.list or not chosen:
@@ -249,6 +259,16 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{mutation.name}: {mutation.path} -> {' '.join(mutation.tests)}")
         return 0 if chosen else 1
     files = project_files()
+    if not args.skip_baseline:  # a test that fails anyway would count every mutation as caught
+        tests = sorted({test for mutation in chosen for test in mutation.tests})
+        with tempfile.TemporaryDirectory(prefix="unmutated-") as folder:
+            scratch_copy(files, Path(folder))
+            result, seconds = run_pytest(tests, Path(folder))
+        if result.returncode != 0:
+            print(result.stdout[-3000:])
+            print("The tests fail without any mutation; fix them before checking mutations.")
+            return 1
+        print(f"unmutated: {result.stdout.strip().splitlines()[-1]} ({seconds:.0f} s)\n")
     missed = 0
     print(f"{'mutation':58} {'caught':7} {'seconds':>7}  by")
     for mutation in chosen:
