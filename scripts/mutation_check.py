@@ -6,7 +6,7 @@ scratch folder, applies the mutation there, runs the tests that claim to guard a
 reports whether they failed. The working tree is never touched. A mutation the tests do not
 catch is a claim of the suite that does not hold.
 
-    python scripts/mutation_check.py                  # every mutation (about 15 minutes)
+    python scripts/mutation_check.py                  # every mutation (about 20 minutes)
     python scripts/mutation_check.py --only optuna    # those whose name contains "optuna"
     python scripts/mutation_check.py --list           # what would run
 
