@@ -11,16 +11,15 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 from collections.abc import Callable
 from pathlib import Path
 
-import lightning as L
 import pytest
 from hydra.core.global_hydra import GlobalHydra
-from hydra.utils import instantiate
 from omegaconf import DictConfig
 
 from src.model.causal_lm import CausalLM, load_causal_lm
 from src.model.tiny import build_tiny_llama
 from src.sft.warm_start import warm_start
 from src.utils.compose import compose_train_config
+from src.utils.run_parts import build_run_parts
 from tests.dense_reward import OVERRIDES as DENSE_REWARD
 
 # A run small enough for a 2-core CPU: no warm start, 2 prompts x 4 completions, 4 tokens,
@@ -64,11 +63,8 @@ def warm_tiny(models_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> lis
         [f"paths.output_root={root}", f"paths.models_dir={models_dir}", f"paths.run_dir={root}"]
     )
     GlobalHydra.instance().clear()
-    L.seed_everything(cfg.seed, workers=True)
-    data = instantiate(cfg.data)
-    data.prepare_rows()
-    parts = (instantiate(cfg.policy), instantiate(cfg.reward), instantiate(cfg.rollout))
-    folder = warm_start(cfg, data, *parts, loggers=[])
+    parts = build_run_parts(cfg)  # seeded as `python -m src.train` seeds it
+    folder = warm_start(cfg, parts.datamodule, parts.policy, parts.reward, parts.sampler, [])
     return [f"model.name_or_path={folder}", "model.builder=null", "sft.enabled=false"]
 
 

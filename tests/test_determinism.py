@@ -11,7 +11,7 @@ from tests.compare import assert_updates_were_not_trivial, histories, max_differ
 
 WATCHED = [
     "reward", "reward_std", "completions/mean_length", "entropy", "kl", "loss", "grad_norm",
-    "eval/reward",
+    "eval/accuracy", "eval/reward",
 ]  # fmt: skip
 
 
