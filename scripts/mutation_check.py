@@ -40,7 +40,7 @@ class Mutation:
     tests: tuple[str, ...]
 
 
-RESUME = "tests/test_resume.py"
+RESUME = "tests/runs/test_resume.py"
 OBJECTIVE = "tests/grpo/test_objective.py"
 MUTATIONS = [
     Mutation(
@@ -175,14 +175,14 @@ MUTATIONS = [
         "conf/hparams_search/optuna.yaml",
         "direction: maximize",
         "direction: minimize",
-        ("tests/sweep/test_sweep.py::test_optuna_search_maximizes_eval_accuracy",),
+        ("tests/tracking/test_sweep.py::test_optuna_search_maximizes_eval_accuracy",),
     ),
     Mutation(
         "the sweep's best run picked as the lowest",
-        "src/utils/sweep_callback.py",
+        "src/tracking/sweep_callback.py",
         'pick = min if state["minimize"] else max',
         "pick = min",
-        ("tests/sweep/test_sweep.py::test_six_job_sweep_leaves_six_children_and_a_parent",),
+        ("tests/tracking/test_sweep.py::test_six_job_sweep_leaves_six_children_and_a_parent",),
     ),
 ]
 

@@ -20,10 +20,10 @@ from omegaconf import DictConfig
 from src.data.files import jsonl_line
 from src.evaluation.scoring import score_head
 from src.model.causal_lm import CausalLM
-from src.utils.mlflow_logger import mlflow_loggers
-from src.utils.run_parts import build_run_parts
-from src.utils.run_record import log_artifacts, recorded_run
-from src.utils.sweep import sweep_job
+from src.tracking.run_logger import mlflow_loggers
+from src.runs.parts import build_run_parts
+from src.runs.record import log_artifacts, recorded_run
+from src.tracking.sweep import sweep_job
 
 log = logging.getLogger(__name__)
 

@@ -26,9 +26,9 @@ from src.data.files import jsonl_line
 from src.eval import evaluate
 from src.sft.warm_start import use_warm_start, warm_start
 from src.train import train
-from src.utils.run_parts import build_run_parts
-from src.utils.run_record import recorded_run
-from src.utils.sweep import sweep_job
+from src.runs.parts import build_run_parts
+from src.runs.record import recorded_run
+from src.tracking.sweep import sweep_job
 
 log = logging.getLogger(__name__)
 STAGES = ("prep", "baseline", "sft", "grpo", "eval")

@@ -15,10 +15,10 @@ from hydra.utils import instantiate
 from omegaconf import DictConfig
 
 from src.sft.warm_start import use_warm_start, warm_start
-from src.utils.resume import resume_point
-from src.utils.run_parts import build_run_parts
-from src.utils.run_record import recorded_run
-from src.utils.sweep import optimized_value, sweep_job
+from src.runs.resume import resume_point
+from src.runs.parts import build_run_parts
+from src.runs.record import recorded_run
+from src.tracking.sweep import optimized_value, sweep_job
 
 log = logging.getLogger(__name__)
 

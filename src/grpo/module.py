@@ -21,7 +21,7 @@ from src.grpo.objective import LOSS_TYPES, SCALES, group_advantages, grpo_loss
 from src.model.causal_lm import CausalLM
 from src.policy.episode import Episode, Role, Sampler, run_episode
 from src.reward.combine import CombinedReward
-from src.rollout.base import Rollout
+from src.rollout.rollout import Rollout
 from src.utils.rng import rng_states, set_rng_states
 
 # Checkpoints taken after the step's updates are exactly what resuming needs.

@@ -21,7 +21,7 @@ from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel
 from transformers.utils import logging as hf_logging
 
 from src.model.offline import resolve_pretrained
-from src.rollout.base import Rollout
+from src.rollout.rollout import Rollout
 
 log = logging.getLogger(__name__)
 hf_logging.disable_progress_bar()

@@ -9,7 +9,7 @@ from torch import Tensor
 
 from src.model.causal_lm import CausalLM
 from src.reward.combine import CombinedReward
-from src.rollout.base import Rollout
+from src.rollout.rollout import Rollout
 
 
 class Role(Protocol):

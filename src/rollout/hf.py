@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 
 from src.model.causal_lm import CausalLM
-from src.rollout.base import Rollout, completion_mask
+from src.rollout.rollout import Rollout, completion_mask
 
 
 class HFSampler:

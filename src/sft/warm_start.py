@@ -22,8 +22,8 @@ from torch.utils.data import DataLoader
 from src.data.datamodule import PromptDataModule, keep_rows, step_loader
 from src.sft.module import SFTModule
 from src.utils.folders import published_folder
-from src.utils.mlflow_logger import mlflow_loggers
-from src.utils.progress import StepProgressBar
+from src.tracking.run_logger import mlflow_loggers
+from src.runs.progress import StepProgressBar
 
 log = logging.getLogger(__name__)
 DONE = "warm_start.json"

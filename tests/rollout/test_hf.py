@@ -2,7 +2,7 @@
 
 import torch
 
-from src.rollout.base import completion_mask
+from src.rollout.rollout import completion_mask
 from src.rollout.hf import HFSampler
 
 

@@ -51,7 +51,7 @@ def test_training_outlives_the_tracking_server_and_the_records_are_copied_later(
     assert process.returncode == 0, output[-3000:]
     assert "unreachable" in output
     fallback = tmp_path / "run" / "mlflow_fallback"
-    assert f"python -m src.utils.mlflow_fallback {fallback}" in output
+    assert f"python -m src.tracking.fallback {fallback}" in output
 
     straight_output, _ = straight.communicate(timeout=300)
     assert straight.returncode == 0, straight_output[-3000:]
@@ -68,7 +68,7 @@ def test_training_outlives_the_tracking_server_and_the_records_are_copied_later(
         assert run.info.status == "RUNNING"
 
         copied = subprocess.run(
-            [sys.executable, "-m", "src.utils.mlflow_fallback", str(tmp_path / "run")],
+            [sys.executable, "-m", "src.tracking.fallback", str(tmp_path / "run")],
             cwd=PROJECT_ROOT,
             capture_output=True,
             text=True,

@@ -4,7 +4,7 @@ status) is written to a local fallback file instead, with a warning; every few m
 run tries the server again and copies the file over once it answers. When the run ends before
 the server is back:
 
-    python -m src.utils.mlflow_fallback RUN_FOLDER [--tracking-uri URI]
+    python -m src.tracking.fallback RUN_FOLDER [--tracking-uri URI]
 
 copies it over. Metrics keep their original steps and timestamps, so copying twice writes
 nothing twice.
@@ -181,7 +181,7 @@ class FallbackClient:
         if self.offline_since is not None and not self.flush():
             log.warning(
                 "MLflow tracking server %s still unreachable: %d calls of this run are in %s; "
-                "copy them over once it is back with: python -m src.utils.mlflow_fallback %s",
+                "copy them over once it is back with: python -m src.tracking.fallback %s",
                 self.tracking_uri,
                 self.recorded,
                 self.folder / CALLS,

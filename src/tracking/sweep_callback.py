@@ -17,7 +17,7 @@ from typing import Any
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf
 
-from src.utils.sweep import (
+from src.tracking.sweep import (
     SWEEP_ENV,
     Sweep,
     experiment_id,

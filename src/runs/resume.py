@@ -14,8 +14,8 @@ import torch
 from lightning.pytorch.callbacks import Callback
 from omegaconf import DictConfig, open_dict
 
-from src.utils.checks import ConfigError
-from src.utils.mlflow_logger import mlflow_loggers
+from src.utils.errors import ConfigError
+from src.tracking.run_logger import mlflow_loggers
 
 log = logging.getLogger(__name__)
 LAST = "last.ckpt"

@@ -10,10 +10,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from src.grpo.module import check_algo_settings
 from src.model.causal_lm import DTYPES
-
-
-class ConfigError(ValueError):
-    """A setting, or a pair of settings, that cannot work; the message names the keys."""
+from src.utils.errors import ConfigError
 
 
 def _plain(node: Any) -> dict[str, Any]:

@@ -12,7 +12,7 @@ from typing import Any
 import pandas as pd
 from mlflow import MlflowClient
 
-from src.utils.sweep import sweep_children
+from src.tracking.sweep import sweep_children
 
 
 class NoRunsFound(LookupError):

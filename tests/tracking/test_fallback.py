@@ -10,8 +10,8 @@ import mlflow
 import pytest
 from mlflow.exceptions import MlflowException, RestException
 
-from src.utils.mlflow_fallback import CALLS, COPIED, main, unreachable
-from src.utils.mlflow_logger import MLflowRunLogger
+from src.tracking.fallback import CALLS, COPIED, main, unreachable
+from src.tracking.run_logger import MLflowRunLogger
 
 
 class Switchable:
@@ -72,7 +72,7 @@ def test_metrics_wait_in_the_fallback_file_until_copied_over(tmp_path, caplog):
         logger.end_run()
     assert "unreachable" in caplog.text
     assert (
-        f"python -m src.utils.mlflow_fallback {tmp_path / 'run' / 'mlflow_fallback'}" in caplog.text
+        f"python -m src.tracking.fallback {tmp_path / 'run' / 'mlflow_fallback'}" in caplog.text
     )
 
     client = mlflow.MlflowClient(f"sqlite:///{tmp_path}/mlflow.db")

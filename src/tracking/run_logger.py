@@ -10,7 +10,7 @@ from typing import Any
 
 from lightning.pytorch.loggers import MLFlowLogger
 
-from src.utils.mlflow_fallback import FallbackClient
+from src.tracking.fallback import FallbackClient
 
 log = logging.getLogger(__name__)
 

@@ -6,7 +6,7 @@ from typing import Any
 
 import lightning as L
 
-from src.utils.mlflow_logger import mlflow_loggers
+from src.tracking.run_logger import mlflow_loggers
 
 
 class SamplesTable(L.Callback):

@@ -11,8 +11,8 @@ from hydra.utils import instantiate
 from omegaconf import DictConfig
 
 from src.data.datamodule import PromptDataModule
-from src.utils.checks import check_settings
-from src.utils.resume import ResumePoint
+from src.runs.settings import check_settings
+from src.runs.resume import ResumePoint
 
 log = logging.getLogger(__name__)
 

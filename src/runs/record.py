@@ -12,10 +12,10 @@ from typing import Any
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 
-from src.utils.mlflow_logger import mlflow_loggers, record_error
-from src.utils.preemption import Preempted
+from src.tracking.run_logger import mlflow_loggers, record_error
+from src.runs.preemption import Preempted
 from src.utils.resolvers import PROJECT_ROOT
-from src.utils.sweep import sweep_tags
+from src.tracking.sweep import sweep_tags
 
 
 def flatten(config: Any, prefix: str = "") -> dict[str, Any]:

@@ -6,7 +6,7 @@ import pytest
 from hydra.errors import MissingConfigException
 
 from src.train import train
-from src.utils.checks import ConfigError
+from src.utils.errors import ConfigError
 from src.utils.compose import compose_train_config
 
 CASES = [

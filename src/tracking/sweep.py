@@ -1,7 +1,7 @@
 """A Hydra multirun, seen from one job: which sweep it belongs to, which values it sweeps, and
 how its failure is recorded so that the sweep goes on.
 
-The sweep's parent MLflow run is opened by `src.utils.sweep_callback.MlflowSweepCallback`,
+The sweep's parent MLflow run is opened by `src.tracking.sweep_callback.MlflowSweepCallback`,
 which hands its id to the jobs through the `GRPO_SWEEP` environment variable: inherited by the
 basic launcher (same process), submitit's local launcher (child processes) and SLURM jobs.
 """
@@ -189,7 +189,7 @@ def record_failed_job(cfg: DictConfig, job: Job, error: BaseException) -> None:
     opened, or a new one when it failed before opening any (bad data, a broken config)."""
     from mlflow import MlflowClient
 
-    from src.utils.mlflow_logger import record_error
+    from src.tracking.run_logger import record_error
 
     target = mlflow_target(cfg)
     if target is None:
