@@ -14,16 +14,20 @@ from pathlib import Path
 from typing import Any
 
 import hydra
-from hydra.utils import instantiate
 from omegaconf import DictConfig
 
 from src.data.files import jsonl_line
+from src.evaluation.greedy import GreedyScorer
 from src.evaluation.scoring import score_head
-from src.model.causal_lm import CausalLM
-from src.tracking.run_logger import mlflow_loggers
+from src.model.network import PolicyNetwork
+from src.model.saved import saved_model_settings
+from src.runs.cli import run_cli
 from src.runs.parts import build_run_parts
 from src.runs.record import log_artifacts, recorded_run
+from src.tracking.run_logger import mlflow_loggers
 from src.tracking.sweep import sweep_job
+from src.utils.config import build
+from src.utils.errors import ConfigError, MissingFileError
 
 log = logging.getLogger(__name__)
 
@@ -37,7 +41,7 @@ def head_folders(eval_cfg: DictConfig, heads: list[str]) -> dict[str, Path | Non
             chosen[head] = None
             continue
         if head not in adapters:
-            raise KeyError(
+            raise ConfigError(
                 f"eval.heads names {head!r} but eval.adapters has no such entry; "
                 f"add eval.adapters.{head}=FOLDER (known: {sorted(adapters)})"
             )
@@ -47,29 +51,18 @@ def head_folders(eval_cfg: DictConfig, heads: list[str]) -> dict[str, Path | Non
             continue
         chosen[head] = folder
     if not chosen:
-        raise FileNotFoundError(
+        raise MissingFileError(
             f"none of the heads {heads} has a saved model; train them first "
             "(python -m src.pipeline) or set eval.adapters.<head>=FOLDER"
         )
     return chosen
 
 
-def load_head(model_cfg: DictConfig, folder: Path | None) -> CausalLM:
-    """The base model (folder None), the base with a saved LoRA adapter, or a full model folder."""
+def load_head(model_cfg: DictConfig, folder: Path | None) -> PolicyNetwork:
+    """The base model (folder None), or the saved adapter or full model in `folder`."""
     if folder is None:
-        return instantiate(model_cfg, lora=None, adapter_path=None)
-    if (folder / "adapter_config.json").is_file():
-        return instantiate(model_cfg, adapter_path=str(folder))
-    if (folder / "config.json").is_file():
-        return instantiate(
-            model_cfg,
-            name_or_path=str(folder),
-            builder=None,
-            offline_fallback=None,
-            lora=None,
-            adapter_path=None,
-        )
-    raise FileNotFoundError(f"{folder}: neither a LoRA adapter nor a model folder")
+        return build(model_cfg, lora=None, adapter_path=None)
+    return build(model_cfg, **saved_model_settings(folder))
 
 
 def evaluate(
@@ -81,13 +74,14 @@ def evaluate(
     """Score each head on the configured split; return {head: {metric: mean}}."""
     eval_cfg = cfg.eval
     if eval_cfg.split not in ("validation", "train"):
-        raise ValueError(f"eval.split must be validation or train, got {eval_cfg.split!r}")
+        raise ConfigError(f"eval.split must be validation or train, got {eval_cfg.split!r}")
     parts = build_run_parts(cfg)  # bad data fails here, before any model loads
     datamodule, loggers = parts.datamodule, parts.loggers
     rows = datamodule.val_rows if eval_cfg.split == "validation" else datamodule.train_rows
     rows = rows[: eval_cfg.max_rows] if eval_cfg.max_rows else rows
     folders = head_folders(eval_cfg, list(heads or eval_cfg.heads))
-    extract = instantiate(eval_cfg.extract) if eval_cfg.get("extract") else None
+    extract = build(eval_cfg.extract) if eval_cfg.get("extract") else None
+    scorer = GreedyScorer(parts.sampler, parts.policy, parts.reward)
     output_dir = Path(output_dir or eval_cfg.output_dir)
     output_dir.mkdir(parents=True, exist_ok=True)
     results_path, summary_path = output_dir / "eval_results.jsonl", output_dir / "eval_summary.json"
@@ -104,14 +98,7 @@ def evaluate(
             )
             lm = load_head(cfg.model, folder)
             records, summaries[head] = score_head(
-                head,
-                lm,
-                parts.sampler,
-                parts.policy,
-                parts.reward,
-                rows,
-                eval_cfg.batch_size,
-                extract,
+                head, lm, scorer, rows, eval_cfg.batch_size, extract
             )
             del lm
             results.writelines(jsonl_line(record) for record in records)
@@ -143,4 +130,4 @@ def main(cfg: DictConfig) -> Any:
 
 
 if __name__ == "__main__":
-    main()
+    run_cli(main)

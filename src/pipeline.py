@@ -24,11 +24,13 @@ from omegaconf import DictConfig, OmegaConf, open_dict
 
 from src.data.files import jsonl_line
 from src.eval import evaluate
-from src.sft.warm_start import use_warm_start, warm_start
-from src.train import train
+from src.runs.cli import run_cli
 from src.runs.parts import build_run_parts
 from src.runs.record import recorded_run
+from src.sft.warm_start import use_warm_start, warm_start
 from src.tracking.sweep import sweep_job
+from src.train import train
+from src.utils.errors import ConfigError, MissingFileError
 
 log = logging.getLogger(__name__)
 STAGES = ("prep", "baseline", "sft", "grpo", "eval")
@@ -60,7 +62,7 @@ def prepared(cfg: DictConfig) -> DictConfig:
     folder = Path(cfg.pipeline.dir) / "data"
     train_path, val_path = folder / "train.jsonl", folder / "validation.jsonl"
     if not (train_path.is_file() and val_path.is_file()):
-        raise FileNotFoundError(
+        raise MissingFileError(
             f"no prepared data in {folder}: run the prep stage first "
             f"(python -m src.pipeline task={cfg.task_name} pipeline.stage=prep)"
         )
@@ -129,7 +131,7 @@ def run_pipeline(cfg: DictConfig) -> list[str]:
     """Run `pipeline.stage` (or all stages in order); return the stages run."""
     stage = str(cfg.pipeline.stage)
     if stage != "all" and stage not in RUNNERS:
-        raise ValueError(f"pipeline.stage must be all or one of {list(STAGES)}, got {stage!r}")
+        raise ConfigError(f"pipeline.stage must be all or one of {list(STAGES)}, got {stage!r}")
     stages = list(STAGES) if stage == "all" else [stage]
     for name in stages:
         log.info("=== stage %s ===", name)
@@ -146,4 +148,4 @@ def main(cfg: DictConfig) -> Any:
 
 
 if __name__ == "__main__":
-    main()
+    run_cli(main)

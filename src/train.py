@@ -11,14 +11,15 @@ from typing import Any
 
 import hydra
 import lightning as L
-from hydra.utils import instantiate
 from omegaconf import DictConfig
 
-from src.sft.warm_start import use_warm_start, warm_start
-from src.runs.resume import resume_point
+from src.runs.cli import run_cli
 from src.runs.parts import build_run_parts
 from src.runs.record import recorded_run
+from src.runs.resume import resume_point
+from src.sft.warm_start import use_warm_start, warm_start
 from src.tracking.sweep import optimized_value, sweep_job
+from src.utils.config import build
 
 log = logging.getLogger(__name__)
 
@@ -32,12 +33,12 @@ def train(cfg: DictConfig, tags: dict[str, str] | None = None) -> dict[str, floa
         if cfg.sft.enabled:
             folder = warm_start(cfg, datamodule, parts.policy, parts.reward, parts.sampler, loggers)
             use_warm_start(cfg, folder)
-        lm = instantiate(cfg.model)
-        module = instantiate(
+        lm = build(cfg.model)
+        module = build(
             cfg.algo, lm=lm, sampler=parts.sampler, policy=parts.policy, reward=parts.reward
         )
-        callbacks = [instantiate(callback) for callback in cfg.get("callbacks", {}).values()]
-        trainer: L.Trainer = instantiate(cfg.trainer, logger=loggers, callbacks=callbacks)
+        callbacks = [build(callback) for callback in cfg.get("callbacks", {}).values()]
+        trainer: L.Trainer = build(cfg.trainer, logger=loggers, callbacks=callbacks)
 
         # Held-out evaluation at step 0, every val_check_interval steps, and at the last step.
         if resume is None:
@@ -63,4 +64,4 @@ def main(cfg: DictConfig) -> Any:
 
 
 if __name__ == "__main__":
-    main()
+    run_cli(main)

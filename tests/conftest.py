@@ -17,9 +17,9 @@ from omegaconf import DictConfig
 
 from src.model.causal_lm import CausalLM, load_causal_lm
 from src.model.tiny import build_tiny_llama
+from src.runs.parts import build_run_parts
 from src.sft.warm_start import warm_start
 from src.utils.compose import compose_train_config
-from src.runs.parts import build_run_parts
 from tests.dense_reward import OVERRIDES as DENSE_REWARD
 
 # A run small enough for a 2-core CPU: no warm start, 2 prompts x 4 completions, 4 tokens,

@@ -18,6 +18,7 @@ from src.eval import evaluate, head_folders
 from src.model.causal_lm import load_causal_lm
 from src.pipeline import run_pipeline
 from src.train import train
+from src.utils.errors import ConfigError
 from src.utils.resolvers import PROJECT_ROOT
 from tests.compare import greedy_answers
 
@@ -137,7 +138,7 @@ def test_eval_needs_a_head_to_score(make_cfg):
     cfg = make_cfg("task=medmcqa", *SMALL)
     with pytest.raises(FileNotFoundError, match="none of the heads"):
         head_folders(cfg.eval, ["sft", "grpo"])
-    with pytest.raises(KeyError, match="eval.adapters.mine=FOLDER"):
+    with pytest.raises(ConfigError, match="eval.adapters.mine=FOLDER"):
         head_folders(cfg.eval, ["base", "mine"])
 
 

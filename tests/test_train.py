@@ -288,3 +288,19 @@ def test_hardware_choices_reach_trainer_and_model(make_cfg):
     assert (
         cpu.trainer.accelerator == "cpu" and cpu.model.lora is None and not cpu.model.load_in_4bit
     )
+
+
+def test_list_valued_lora_settings_reach_the_saved_adapter(make_cfg, tmp_path):
+    """Config lists reach peft as plain lists: the adapter is saved at the end of the run
+    (a ListConfig made `save_pretrained` fail after every step had trained)."""
+    saved = tmp_path / "adapter"
+    cfg = make_cfg(
+        "hardware=[cpu,lora]",
+        "model.lora.target_modules=[q_proj,v_proj]",
+        "trainer.max_steps=1",
+        f"save_model={saved}",
+    )
+    train(cfg)
+    config = json.loads((saved / "adapter_config.json").read_text())
+    assert sorted(config["target_modules"]) == ["q_proj", "v_proj"]
+    assert only_run(cfg).info.status == "FINISHED"

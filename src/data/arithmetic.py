@@ -6,6 +6,8 @@ import itertools
 import random
 from typing import Any
 
+from src.utils.errors import ConfigError
+
 OPERATIONS = {"+": lambda a, b: a + b, "-": lambda a, b: a - b, "*": lambda a, b: a * b}
 
 
@@ -18,9 +20,9 @@ def arithmetic_problems(
     """
     unknown = set(operations) - set(OPERATIONS)
     if unknown or not operations:
-        raise ValueError(f"data.operations may only hold {sorted(OPERATIONS)}, got {operations!r}")
+        raise ConfigError(f"data.operations may only hold {sorted(OPERATIONS)}, got {operations!r}")
     if low > high:
-        raise ValueError(f"data.low ({low}) must not exceed data.high ({high})")
+        raise ConfigError(f"data.low ({low}) must not exceed data.high ({high})")
     rows = [
         {"question": f"What is {a} {op} {b}?", "answer": str(OPERATIONS[op](a, b))}
         for op in operations

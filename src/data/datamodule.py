@@ -13,6 +13,7 @@ from torch.utils.data import DataLoader, Sampler
 
 from src.data.files import DataFileError, read_rows, require_fields
 from src.data.mcq import clean_rows
+from src.utils.errors import ConfigError
 
 log = logging.getLogger(__name__)
 
@@ -93,9 +94,9 @@ class PromptDataModule(L.LightningDataModule):
     ) -> None:
         super().__init__()
         if source is None and path is None:
-            raise ValueError("data needs either a built-in source or data.path")
+            raise ConfigError("data needs either a built-in source or data.path")
         if batch_size < 1 or eval_batch_size < 1:
-            raise ValueError("data.batch_size and data.eval_batch_size must be >= 1")
+            raise ConfigError("data.batch_size and data.eval_batch_size must be >= 1")
         self.source = source
         self.path = path
         self.val_path = val_path

@@ -7,12 +7,15 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from src.utils.errors import UserError
+
 SUFFIXES = (".json", ".jsonl", ".parquet")
 PRIVATE = ("_line", "_file")  # bookkeeping keys the readers add; never written back
 
 
-class DataFileError(ValueError):
-    """A data file that cannot be used; the message names the file and, where known, the line."""
+class DataFileError(UserError, ValueError):
+    """A data file that cannot be used; the message names the file and, where known, the line,
+    and the command line prints it as one line."""
 
 
 def read_rows(path: str | Path) -> list[dict[str, Any]]:

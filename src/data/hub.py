@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from src.data.files import read_rows
+from src.utils.errors import MissingFileError
 from src.utils.hub import hub_reachable
 
 log = logging.getLogger(__name__)
@@ -49,7 +50,7 @@ def hub_splits(
         }
         return {**loaded, "source": f"hub:{hub_id}"}
     if sample is None:
-        raise FileNotFoundError(
+        raise MissingFileError(
             f"the hub dataset {hub_id!r} cannot be reached and no sample file is configured; "
             "give a local file with data.path=FILE (JSON, JSONL or Parquet)"
         )

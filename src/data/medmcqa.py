@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from src.data.mcq import LETTERS, BadRow, DropRow, blank, mcq_row
+from src.utils.errors import ConfigError
 
 OPTION_FIELDS = ("opa", "opb", "opc", "opd")
 
@@ -19,7 +20,7 @@ class MedMCQA:
 
     def __init__(self, label_base: int = 0) -> None:
         if label_base not in (0, 1):
-            raise ValueError(f"data.schema.label_base must be 0 or 1, got {label_base!r}")
+            raise ConfigError(f"data.schema.label_base must be 0 or 1, got {label_base!r}")
         self.label_base = label_base
 
     def __call__(self, row: dict[str, Any]) -> dict[str, Any]:

@@ -9,36 +9,32 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-import torch
 from rich.progress import Progress
 
-from src.model.causal_lm import CausalLM
-from src.policy.episode import Role, Sampler, run_episode
-from src.reward.combine import CombinedReward
+from src.evaluation.greedy import GreedyScorer
+from src.model.network import PolicyNetwork
 
 Extractor = Callable[[str], str | None]
 
 
 def score_head(
     head: str,
-    lm: CausalLM,
-    sampler: Sampler,
-    role: Role,
-    reward: CombinedReward,
+    network: PolicyNetwork,
+    scorer: GreedyScorer,
     rows: list[dict[str, Any]],
     batch_size: int,
     extract: Extractor | None = None,
     answer_field: str = "answer",
 ) -> tuple[list[dict[str, Any]], dict[str, float]]:
-    """Greedy-decode every row with `lm`; return per-row records and mean scores."""
+    """Greedy-decode every row with `network`; return per-row records and mean scores."""
     records: list[dict[str, Any]] = []
+    scorer.means()  # start from nothing
     with Progress(transient=True) as progress:
         task = progress.add_task(f"eval {head}", total=len(rows))
         for start in range(0, len(rows), batch_size):
             batch = rows[start : start + batch_size]
-            with torch.no_grad():
-                episode = run_episode(lm, sampler, role, reward, batch, 1, greedy=True)
-            lengths = episode.rollout.completion_mask.sum(1).tolist()
+            episode = scorer.score(network, batch)
+            lengths = episode.rollout.lengths.tolist()
             for i, row in enumerate(batch):
                 records.append(
                     {
@@ -55,13 +51,6 @@ def score_head(
                     }
                 )
             progress.update(task, advance=len(batch))
-    return records, summarize(records, list(reward.functions))
-
-
-def summarize(records: list[dict[str, Any]], names: list[str]) -> dict[str, float]:
-    """Mean of every reward function and of the total over one head's records."""
     count = len(records)
-    summary = {"rows": float(count)}
-    for name in ["reward", *names, "completion_tokens"]:
-        summary[name] = sum(record[name] for record in records) / count if count else 0.0
-    return summary
+    tokens = sum(record["completion_tokens"] for record in records) / count if count else 0.0
+    return records, {"rows": float(count), **scorer.means(), "completion_tokens": tokens}

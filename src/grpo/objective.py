@@ -103,3 +103,25 @@ def grpo_loss(
             "clip_ratio/region_mean": _masked_mean((low | high).to(mask.dtype), mask),
         }
     return loss, {k: v.detach() for k, v in metrics.items()}
+
+
+def to_whole_batch(
+    loss: Tensor,
+    metrics: dict[str, Tensor],
+    loss_type: str,
+    row_share: Tensor,
+    token_share: Tensor,
+) -> tuple[Tensor, dict[str, Tensor]]:
+    """The loss and clip ratios of the whole batch, from those of the part whose advantage is
+    non-zero (the rest adds nothing to the loss without a KL term).
+
+    `row_share` is the part's share of the completions, `token_share` of the completion
+    tokens. Token-normalised losses (`bnpo`, `dapo`) scale by the token share, the others
+    (`grpo`, `dr_grpo`: means over completions) by the row share; left-out tokens are never
+    clipped, so the clip ratios scale by the token share.
+    """
+    scaled = loss * (token_share if loss_type in ("bnpo", "dapo") else row_share)
+    metrics = dict(metrics)
+    for name in ("clip_ratio/low_mean", "clip_ratio/high_mean", "clip_ratio/region_mean"):
+        metrics[name] = metrics[name] * token_share
+    return scaled, metrics

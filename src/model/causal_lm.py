@@ -7,6 +7,7 @@ and hidden behind `CausalLM`, so the GRPO and SFT modules never see model-specif
 from __future__ import annotations
 
 import contextlib
+import copy
 import functools
 import inspect
 import logging
@@ -20,8 +21,9 @@ from torch import Tensor, nn
 from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel
 from transformers.utils import logging as hf_logging
 
+from src.model.network import Scorer, Sequences
 from src.model.offline import resolve_pretrained
-from src.rollout.rollout import Rollout
+from src.utils.errors import MissingFileError
 
 log = logging.getLogger(__name__)
 hf_logging.disable_progress_bar()
@@ -30,7 +32,8 @@ DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch
 
 
 class CausalLM(nn.Module):
-    """A causal LM with its tokenizer; the trained network of the generator and reader roles."""
+    """A causal LM with its tokenizer, a `PolicyNetwork`: the trained network of the generator
+    and reader roles."""
 
     def __init__(
         self, network: PreTrainedModel, tokenizer: Any, max_prompt_length: int | None = None
@@ -78,6 +81,34 @@ class CausalLM(nn.Module):
             "attention_mask": encoded["attention_mask"].to(device),
         }
 
+    def encode_completions(self, texts: list[str]) -> tuple[Tensor, Tensor]:
+        """Right-padded ids of `texts` with EOS appended, and their mask, on the network's device."""
+        tokenizer = self.tokenizer
+        targets = [
+            tokenizer(text, add_special_tokens=False)["input_ids"] + [tokenizer.eos_token_id]
+            for text in texts
+        ]
+        width = max(len(ids) for ids in targets)
+        ids = torch.full((len(texts), width), tokenizer.pad_token_id, dtype=torch.long)
+        mask = torch.zeros((len(texts), width), dtype=torch.long)
+        for i, row in enumerate(targets):
+            ids[i, : len(row)] = torch.tensor(row)
+            mask[i, : len(row)] = 1
+        device = self.network.device
+        return ids.to(device), mask.to(device)
+
+    def trainable_parameters(self) -> list[nn.Parameter]:
+        """The parameters with gradients: the adapter's under LoRA, all of them otherwise."""
+        return [p for p in self.parameters() if p.requires_grad]
+
+    def frozen_reference(self) -> Scorer:
+        """The policy as it is now, frozen: under LoRA the base model with the adapter switched
+        off (no copy, no memory); otherwise a frozen copy of the network."""
+        if self.uses_lora:
+            return AdapterDisabled(self)
+        frozen = copy.deepcopy(self.network).eval().requires_grad_(False)
+        return CausalLM(frozen, self.tokenizer, self.max_prompt_length)
+
     def token_log_probs(
         self,
         input_ids: Tensor,
@@ -112,13 +143,13 @@ class CausalLM(nn.Module):
         return logps, entropy
 
     def log_probs(
-        self, rollout: Rollout, temperature: float = 1.0, with_entropy: bool = False
+        self, sequences: Sequences, temperature: float = 1.0, with_entropy: bool = False
     ) -> tuple[Tensor, Tensor | None]:
-        """Per-token log-probs [N, T] of the rollout's completions (and entropies if asked)."""
-        input_ids = torch.cat([rollout.prompt_ids, rollout.completion_ids], dim=1)
-        mask = torch.cat([rollout.prompt_mask, rollout.completion_mask], dim=1)
+        """Per-token log-probs [N, T] of the completions (and entropies if asked)."""
+        input_ids = torch.cat([sequences.prompt_ids, sequences.completion_ids], dim=1)
+        mask = torch.cat([sequences.prompt_mask, sequences.completion_mask], dim=1)
         return self.token_log_probs(
-            input_ids, mask, rollout.completion_ids.size(1), temperature, with_entropy
+            input_ids, mask, sequences.completion_ids.size(1), temperature, with_entropy
         )
 
     @contextlib.contextmanager
@@ -143,6 +174,24 @@ class CausalLM(nn.Module):
         return path
 
 
+class AdapterDisabled:
+    """The reference policy of a LoRA network: its base model, scored with the adapter off.
+
+    Not an `nn.Module`, so the network it wraps is not registered (nor checkpointed) twice.
+    """
+
+    def __init__(self, lm: CausalLM) -> None:
+        self.lm = lm
+
+    @torch.no_grad()
+    def log_probs(
+        self, sequences: Sequences, temperature: float = 1.0, with_entropy: bool = False
+    ) -> tuple[Tensor, Tensor | None]:
+        """The base model's per-token log-probs of the completions."""
+        with self.lm.adapter_disabled():
+            return self.lm.log_probs(sequences, temperature, with_entropy)
+
+
 def load_causal_lm(
     name_or_path: str,
     dtype: str = "float32",
@@ -162,16 +211,17 @@ def load_causal_lm(
     `src.model.offline`). `adapter_path` loads a saved LoRA adapter, trainable, instead of
     starting a fresh one from `lora`.
     """
-    if dtype not in DTYPES:
-        raise ValueError(f"model.dtype must be one of {sorted(DTYPES)}, got {dtype!r}")
     if builder is not None and not (Path(name_or_path) / "config.json").exists():
         log.info("Building model folder %s", name_or_path)
         builder(name_or_path)
     looks_local = Path(name_or_path).is_absolute() or name_or_path.startswith(".")
     if looks_local and not Path(name_or_path).is_dir():
-        raise FileNotFoundError(f"model.name_or_path: no model folder at {name_or_path}")
+        raise MissingFileError(
+            f"model.name_or_path: no model folder at {name_or_path}; "
+            "point it to a folder holding config.json"
+        )
     if adapter_path is not None and not (Path(adapter_path) / "adapter_config.json").is_file():
-        raise FileNotFoundError(
+        raise MissingFileError(
             f"model.adapter_path: no LoRA adapter (adapter_config.json) in {adapter_path}"
         )
     name_or_path, source_kwargs = resolve_pretrained(name_or_path, offline_fallback)
@@ -195,7 +245,7 @@ def load_causal_lm(
         )
         network = AutoModelForCausalLM.from_pretrained(name_or_path, **kwargs)
     except OSError as error:
-        raise OSError(
+        raise MissingFileError(
             f"Could not load model {name_or_path!r}: not a local folder with config.json, and the "
             f"hub could not provide it ({error}). Set model.name_or_path to a local folder."
         ) from error

@@ -3,29 +3,15 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 
 from torch import Tensor
 
-from src.model.causal_lm import CausalLM
+from src.model.network import PolicyNetwork
+from src.policy.role import Role
 from src.reward.combine import CombinedReward
 from src.rollout.rollout import Rollout
-
-
-class Role(Protocol):
-    """What a policy role provides (generator, reader, rewriter)."""
-
-    def prompts(self, rows: list[dict[str, Any]], tokenizer: Any = None) -> list[str]: ...
-
-    def outcomes(self, completions: list[str], rows: list[dict[str, Any]]) -> list[str]: ...
-
-
-class Sampler(Protocol):
-    """What a rollout backend provides (hf, vllm)."""
-
-    def sample(
-        self, lm: CausalLM, prompts: list[str], group_size: int, greedy: bool = False
-    ) -> Rollout: ...
+from src.rollout.sampler import Sampler
 
 
 @dataclass
@@ -42,7 +28,7 @@ class Episode:
 
 
 def run_episode(
-    lm: CausalLM,
+    network: PolicyNetwork,
     sampler: Sampler,
     role: Role,
     reward: CombinedReward,
@@ -51,8 +37,8 @@ def run_episode(
     greedy: bool = False,
 ) -> Episode:
     """Sample G completions per row and score what the role makes of them."""
-    prompts = role.prompts(rows, lm.tokenizer)
-    rollout = sampler.sample(lm, prompts, group_size, greedy=greedy)
+    prompts = role.prompts(rows, network.tokenizer)
+    rollout = sampler.sample(network, prompts, group_size, greedy=greedy)
     expanded = [row for row in rows for _ in range(group_size)]
     outcomes = role.outcomes(rollout.completions, expanded)
     scores = reward(outcomes, expanded)

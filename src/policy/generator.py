@@ -4,6 +4,16 @@ from __future__ import annotations
 
 from typing import Any
 
+from src.utils.errors import ConfigError
+
+
+class TemplateFieldError(ConfigError, KeyError):
+    """`policy.template` or `policy.sft_target` names a field the data rows lack: a setting that
+    does not fit the data. A `KeyError` too, as `str.format` raises; printed without the quotes
+    a `KeyError` adds."""
+
+    __str__ = Exception.__str__
+
 
 class Generator:
     """Builds prompts from rows with a template, optionally through the tokenizer's chat template.
@@ -27,12 +37,12 @@ class Generator:
         response_prefix: str = "",
     ) -> None:
         if use_chat_template not in (True, False, "auto"):
-            raise ValueError(
+            raise ConfigError(
                 f"policy.use_chat_template must be true, false or auto, got {use_chat_template!r}"
             )
         for number, example in enumerate(examples or []):
             if set(example) != {"user", "assistant"}:
-                raise ValueError(
+                raise ConfigError(
                     f"policy.examples[{number}] must have exactly the keys user and assistant, "
                     f"got {sorted(example)}"
                 )
@@ -47,7 +57,7 @@ class Generator:
         try:
             return pattern.format(**row)
         except KeyError as error:
-            raise KeyError(
+            raise TemplateFieldError(
                 f"policy.{what} uses field {error.args[0]!r} which the data rows lack; "
                 f"row fields are {sorted(row)}"
             ) from None
@@ -57,7 +67,7 @@ class Generator:
         texts = [self._fill(self.template, row, "template") for row in rows]
         has_template = getattr(tokenizer, "chat_template", None) is not None
         if self.use_chat_template is True and not has_template:
-            raise ValueError(
+            raise ConfigError(
                 "policy.use_chat_template is true but the tokenizer has no chat template"
             )
         if self.use_chat_template and has_template:

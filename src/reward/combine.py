@@ -10,6 +10,8 @@ from typing import Any, NamedTuple
 import torch
 from torch import Tensor
 
+from src.utils.errors import ConfigError
+
 log = logging.getLogger(__name__)
 
 RewardFunction = Callable[[list[str], list[dict[str, Any]]], list[float]]
@@ -51,13 +53,15 @@ class CombinedReward:
         on_error: str = "raise",
     ):
         if not functions:
-            raise ValueError("reward.functions is empty: choose at least one reward")
+            raise ConfigError("reward.functions is empty: choose at least one reward")
         weights = dict(weights or {})
         unknown = set(weights) - set(functions)
         if unknown:
-            raise ValueError(f"reward.weights names functions that do not exist: {sorted(unknown)}")
+            raise ConfigError(
+                f"reward.weights names functions that do not exist: {sorted(unknown)}"
+            )
         if on_error not in ON_ERROR:
-            raise ValueError(f"reward.on_error must be one of {ON_ERROR}, got {on_error!r}")
+            raise ConfigError(f"reward.on_error must be one of {ON_ERROR}, got {on_error!r}")
         self.functions = dict(functions)
         self.weights = {name: float(weights.get(name, 1.0)) for name in self.functions}
         self.on_error = on_error

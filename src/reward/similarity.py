@@ -17,6 +17,7 @@ from typing import Any
 import torch
 
 from src.reward.solution_tag import ParsedAnswer, SolutionReward
+from src.utils.errors import ConfigError
 
 log = logging.getLogger(__name__)
 WORD = re.compile(r"[a-z0-9]+")
@@ -74,7 +75,7 @@ class ReasoningSimilarity(SolutionReward):
     ) -> None:
         super().__init__(**tags)
         if backend not in ("auto", "embedding", "overlap"):
-            raise ValueError(
+            raise ConfigError(
                 f"reward similarity backend must be auto, embedding or overlap, got {backend!r}"
             )
         self.explanation_field = explanation_field

@@ -9,7 +9,7 @@ from src.rollout.rollout import Rollout, completion_mask
 
 
 class HFSampler:
-    """Draws G completions per prompt with `generate`, left-padded, cut at the first EOS."""
+    """A `Sampler` for transformers causal LMs: draws G completions per prompt with `generate`, left-padded, cut at the first EOS."""
 
     def __init__(
         self,
@@ -73,5 +73,4 @@ class HFSampler:
             completion_mask=mask,
             is_clipped=clipped,
             completions=texts,
-            group_size=group_size,
         )

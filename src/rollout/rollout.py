@@ -1,4 +1,4 @@
-"""The rollout: G sampled completions per prompt, as tensors and as text."""
+"""The rollout: G sampled completions per prompt, as tensors and as text (a `Sequences`)."""
 
 from __future__ import annotations
 
@@ -18,7 +18,6 @@ class Rollout:
     completion_mask: Tensor  # [N, T] 1 up to and including the first EOS
     is_clipped: Tensor  # [N] True where no EOS came before the length limit
     completions: list[str]  # decoded completions without special tokens
-    group_size: int  # G
 
     @property
     def lengths(self) -> Tensor:
@@ -40,7 +39,6 @@ class Rollout:
             completion_mask=completion_mask[:, :width],
             is_clipped=self.is_clipped[index],
             completions=[self.completions[i] for i in index.tolist()],
-            group_size=self.group_size,
         )
 
 

@@ -7,12 +7,15 @@ from dataclasses import dataclass
 from typing import Any
 
 import lightning as L
-from hydra.utils import instantiate
 from omegaconf import DictConfig
 
 from src.data.datamodule import PromptDataModule
-from src.runs.settings import check_settings
+from src.policy.role import Role
+from src.reward.combine import CombinedReward
+from src.rollout.sampler import Sampler
 from src.runs.resume import ResumePoint
+from src.runs.settings import check_settings
+from src.utils.config import build
 
 log = logging.getLogger(__name__)
 
@@ -22,9 +25,9 @@ class RunParts:
     """The pieces `train`, `evaluate` and the pipeline stages share."""
 
     datamodule: PromptDataModule
-    policy: Any
-    reward: Any
-    sampler: Any
+    policy: Role
+    reward: CombinedReward
+    sampler: Sampler
     loggers: list[Any]
 
 
@@ -34,13 +37,13 @@ def build_run_parts(cfg: DictConfig, resume: ResumePoint | None = None) -> RunPa
     from `resume`, the MLflow loggers reopen the checkpoint's run."""
     check_settings(cfg)
     L.seed_everything(cfg.seed, workers=True)
-    datamodule = instantiate(cfg.data)
+    datamodule = build(cfg.data)
     datamodule.prepare_rows()
     return RunParts(
         datamodule=datamodule,
-        policy=instantiate(cfg.policy),
-        reward=instantiate(cfg.reward),
-        sampler=instantiate(cfg.rollout),
+        policy=build(cfg.policy),
+        reward=build(cfg.reward),
+        sampler=build(cfg.rollout),
         loggers=[build_logger(logger, resume) for logger in cfg.get("logger", {}).values()],
     )
 
@@ -55,8 +58,8 @@ def build_logger(conf: DictConfig, resume: ResumePoint | None) -> Any:
                 "The checkpoint names no MLflow run in %s; the continuation starts a new run",
                 conf.tracking_uri,
             )
-        return instantiate(conf)
-    logger = instantiate(conf, run_id=run_id)
+        return build(conf)
+    logger = build(conf, run_id=run_id)
     logger.reopen(resume.step, str(resume.checkpoint))
     log.info("Continuing MLflow run %s", run_id)
     return logger

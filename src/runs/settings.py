@@ -1,29 +1,65 @@
-"""Settings that cannot work together, refused before any data or model loads, each with the
-config key to change."""
+"""Settings that cannot work, alone or together, refused before any data or model loads, each
+with the config key to change. Every setting is checked here and nowhere else."""
 
 from __future__ import annotations
 
 import math
+from pathlib import Path
 from typing import Any
 
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 
-from src.grpo.module import check_algo_settings
+from src.grpo.objective import LOSS_TYPES, SCALES
 from src.model.causal_lm import DTYPES
+from src.utils.config import plain
 from src.utils.errors import ConfigError
-
-
-def _plain(node: Any) -> dict[str, Any]:
-    return OmegaConf.to_container(node, resolve=True) if node is not None else {}
+from src.utils.folders import check_writable
 
 
 def check_settings(cfg: DictConfig) -> None:
     """Raise `ConfigError` for the first setting that cannot work."""
-    try:
-        check_algo_settings(**_plain(cfg.get("algo")))
-    except ValueError as error:
-        raise ConfigError(str(error)) from None
-    model = _plain(cfg.get("model"))
+    check_algo_settings(**(plain(cfg.get("algo")) or {}))
+    check_model_settings(plain(cfg.get("model")) or {})
+    check_trainer_settings(cfg)
+    check_output_folders(cfg)
+
+
+def check_algo_settings(
+    *,
+    group_size: int,
+    kl_beta: float,
+    epsilon_low: float,
+    epsilon_high: float,
+    loss_type: str,
+    scale_rewards: str,
+    num_iterations: int,
+    max_nonfinite_steps: int,
+    **others: Any,
+) -> None:
+    """GRPO settings (`algo.*`) that cannot work."""
+    if group_size < 2:
+        raise ConfigError(
+            f"algo.group_size must be >= 2 (advantages are group-relative), got {group_size}"
+        )
+    if kl_beta < 0:
+        raise ConfigError(f"algo.kl_beta must be >= 0, got {kl_beta}")
+    if not 0 <= epsilon_low < 1 or epsilon_high < 0:
+        raise ConfigError(
+            "algo.epsilon_low must be in [0, 1) and algo.epsilon_high >= 0 (the ratio is clipped "
+            f"to [1 - epsilon_low, 1 + epsilon_high]), got {epsilon_low} and {epsilon_high}"
+        )
+    if loss_type not in LOSS_TYPES:
+        raise ConfigError(f"algo.loss_type must be one of {LOSS_TYPES}, got {loss_type!r}")
+    if scale_rewards not in SCALES:
+        raise ConfigError(f"algo.scale_rewards must be one of {SCALES}, got {scale_rewards!r}")
+    if num_iterations < 1:
+        raise ConfigError(f"algo.num_iterations must be >= 1, got {num_iterations}")
+    if max_nonfinite_steps < 1:
+        raise ConfigError(f"algo.max_nonfinite_steps must be >= 1, got {max_nonfinite_steps}")
+
+
+def check_model_settings(model: dict[str, Any]) -> None:
+    """Model settings (`model.*`) that cannot work."""
     if model.get("dtype", "float32") not in DTYPES:
         raise ConfigError(f"model.dtype must be one of {sorted(DTYPES)}, got {model['dtype']!r}")
     if model.get("load_in_4bit") and not (model.get("lora") or model.get("adapter_path")):
@@ -31,13 +67,17 @@ def check_settings(cfg: DictConfig) -> None:
             "model.load_in_4bit=true without LoRA: 4-bit weights cannot be trained; "
             "add the adapter with hardware=[4bit,lora] (or set model.lora)"
         )
+
+
+def check_trainer_settings(cfg: DictConfig) -> None:
+    """Run-length, evaluation and checkpoint intervals that cannot work."""
     trainer = cfg.get("trainer") or {}
     if int(trainer.get("max_steps", 1)) < 1:
         raise ConfigError(f"trainer.max_steps must be >= 1, got {trainer.get('max_steps')}")
     interval = trainer.get("val_check_interval")
     if interval is not None and int(interval) < 1:
         raise ConfigError(f"trainer.val_check_interval must be >= 1, got {interval}")
-    every = (_plain(cfg.get("callbacks")).get("checkpoint") or {}).get("every_n_train_steps")
+    every = ((plain(cfg.get("callbacks")) or {}).get("checkpoint") or {}).get("every_n_train_steps")
     iterations = int((cfg.get("algo") or {}).get("num_iterations", 1))
     if every and int(every) % iterations:
         raise ConfigError(
@@ -45,3 +85,16 @@ def check_settings(cfg: DictConfig) -> None:
             f"algo.num_iterations={iterations}: a rollout's updates end on multiples of "
             f"{iterations}, so checkpoints would come only every {math.lcm(int(every), iterations)} steps"
         )
+
+
+def check_output_folders(cfg: DictConfig) -> None:
+    """Folders a run writes only at its end (the saved model) or on the way (the warm-start
+    cache) must be writable now, not after hours of training."""
+    sft = cfg.get("sft") or {}
+    folders = {
+        "save_model": cfg.get("save_model"),
+        "sft.cache_dir": sft.get("cache_dir") if sft.get("enabled") else None,
+    }
+    for key, folder in folders.items():
+        if folder:
+            check_writable(Path(str(folder)), key)

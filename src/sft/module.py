@@ -13,24 +13,25 @@ import lightning as L
 import torch
 from torch import Tensor
 
-from src.model.causal_lm import CausalLM
-from src.policy.episode import Sampler, run_episode
+from src.evaluation.greedy import GreedyScorer
+from src.model.network import PolicyNetwork
+from src.policy.role import Role
 from src.reward.combine import CombinedReward
+from src.rollout.rollout import Rollout
+from src.rollout.sampler import Sampler
 
 
 class SFTModule(L.LightningModule):
-    """Cross-entropy on completion tokens only (prompt tokens never count), EOS included.
+    """Cross-entropy on completion tokens only (prompt tokens never count), end marker included.
 
     Validation scores greedy completions with the task's reward; when `stop_at_reward` is set,
     training stops as soon as the held-out mean reward reaches it.
     """
 
-    progress_label = "SFT"
-
     def __init__(
         self,
-        lm: CausalLM,
-        policy: Any,
+        lm: PolicyNetwork,
+        policy: Role,
         reward: CombinedReward,
         sampler: Sampler,
         optimizer: Callable[..., torch.optim.Optimizer],
@@ -39,52 +40,41 @@ class SFTModule(L.LightningModule):
         super().__init__()
         self.lm = lm
         self.policy = policy
-        self.reward = reward
-        self.sampler = sampler
         self.optimizer_factory = optimizer
         self.stop_at_reward = stop_at_reward
-        self.eval_rewards: list[Tensor] = []
+        self.scorer = GreedyScorer(sampler, policy, reward)
         self.last_eval_reward: float | None = None
 
     def configure_optimizers(self) -> torch.optim.Optimizer:
-        return self.optimizer_factory([p for p in self.lm.parameters() if p.requires_grad])
+        return self.optimizer_factory(self.lm.trainable_parameters())
 
-    def encode(self, rows: list[dict[str, Any]]) -> tuple[Tensor, Tensor, Tensor]:
-        """[left-padded prompt | right-padded target + EOS]: ids, attention mask, target mask."""
-        tokenizer = self.lm.tokenizer
-        prompts = self.lm.encode_prompts(self.policy.prompts(rows, tokenizer))
-        targets = [
-            tokenizer(text, add_special_tokens=False)["input_ids"] + [tokenizer.eos_token_id]
-            for text in self.policy.sft_targets(rows)
-        ]
-        width = max(len(t) for t in targets)
-        target_ids = torch.full((len(rows), width), tokenizer.pad_token_id, dtype=torch.long)
-        target_mask = torch.zeros((len(rows), width), dtype=torch.long)
-        for i, ids in enumerate(targets):
-            target_ids[i, : len(ids)] = torch.tensor(ids)
-            target_mask[i, : len(ids)] = 1
-        target_ids, target_mask = target_ids.to(self.device), target_mask.to(self.device)
-        input_ids = torch.cat([prompts["input_ids"], target_ids], dim=1)
-        attention = torch.cat([prompts["attention_mask"], target_mask], dim=1)
-        return input_ids, attention, target_mask
+    def teacher_forced(self, rows: list[dict[str, Any]]) -> Rollout:
+        """The rows' prompts with their target completions, as a rollout to score."""
+        targets = self.policy.sft_targets(rows)
+        prompts = self.lm.encode_prompts(self.policy.prompts(rows, self.lm.tokenizer))
+        target_ids, target_mask = self.lm.encode_completions(targets)
+        return Rollout(
+            prompt_ids=prompts["input_ids"],
+            prompt_mask=prompts["attention_mask"],
+            completion_ids=target_ids,
+            completion_mask=target_mask,
+            is_clipped=torch.zeros(len(rows), dtype=torch.bool),
+            completions=targets,
+        )
 
     def training_step(self, batch: list[dict[str, Any]], batch_idx: int) -> Tensor:
-        input_ids, attention, target_mask = self.encode(batch)
-        logps, _ = self.lm.token_log_probs(input_ids, attention, target_mask.size(1))
-        mask = target_mask.to(logps.dtype)
+        targets = self.teacher_forced(batch)
+        logps, _ = self.lm.log_probs(targets)
+        mask = targets.completion_mask.to(logps.dtype)
         loss = -(logps * mask).sum() / mask.sum()
         self.log("sft/loss", loss, prog_bar=True)
         return loss
 
     def validation_step(self, batch: list[dict[str, Any]], batch_idx: int) -> None:
-        episode = run_episode(
-            self.lm, self.sampler, self.policy, self.reward, batch, 1, greedy=True
-        )
-        self.eval_rewards.append(episode.rewards.cpu())
+        self.scorer.score(self.lm, batch)
 
     def on_validation_epoch_end(self) -> None:
-        value = float(torch.cat(self.eval_rewards).mean())
-        self.eval_rewards = []
+        value = self.scorer.means()["reward"]
         if self.trainer.sanity_checking:
             return
         self.last_eval_reward = value

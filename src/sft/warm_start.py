@@ -15,15 +15,19 @@ from pathlib import Path
 from typing import Any
 
 import lightning as L
-from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf, open_dict
 from torch.utils.data import DataLoader
 
 from src.data.datamodule import PromptDataModule, keep_rows, step_loader
+from src.model.saved import saved_model_settings
+from src.policy.role import Role
+from src.reward.combine import CombinedReward
+from src.rollout.sampler import Sampler
 from src.sft.module import SFTModule
-from src.utils.folders import published_folder
 from src.tracking.run_logger import mlflow_loggers
-from src.runs.progress import StepProgressBar
+from src.utils.config import build
+from src.utils.folders import published_folder
+from src.utils.progress import StepProgressBar
 
 log = logging.getLogger(__name__)
 DONE = "warm_start.json"
@@ -45,9 +49,9 @@ def cache_key(cfg: DictConfig) -> str:
 def warm_start(
     cfg: DictConfig,
     datamodule: PromptDataModule,
-    policy: Any,
-    reward: Any,
-    sampler: Any,
+    policy: Role,
+    reward: CombinedReward,
+    sampler: Sampler,
     loggers: list[Any],
 ) -> Path:
     """Return the folder of the warm-started model, training it first if it is not cached."""
@@ -61,8 +65,8 @@ def warm_start(
     datamodule.prepare_rows()
     check_rows = datamodule.train_rows[: sft.check_size]
     train_rows = datamodule.train_rows[sft.check_size :]
-    lm = instantiate(cfg.model)
-    module = SFTModule(lm, policy, reward, sampler, instantiate(sft.optimizer), sft.stop_at_reward)
+    lm = build(cfg.model)
+    module = SFTModule(lm, policy, reward, sampler, build(sft.optimizer), sft.stop_at_reward)
     trainer = L.Trainer(
         max_steps=sft.max_steps,
         max_epochs=-1,
@@ -74,7 +78,7 @@ def warm_start(
         enable_checkpointing=False,
         accelerator=cfg.trainer.accelerator,
         devices=1,
-        callbacks=[StepProgressBar()],
+        callbacks=[StepProgressBar(label="SFT")],
         enable_model_summary=False,
     )
     train_loader = step_loader(train_rows, sft.batch_size, sft.max_steps, cfg.seed)
@@ -96,9 +100,4 @@ def warm_start(
 def use_warm_start(cfg: DictConfig, folder: str | Path) -> None:
     """Point `cfg.model` at a warm-started folder: an adapter to continue, or full weights."""
     with open_dict(cfg):
-        if (Path(folder) / "adapter_config.json").is_file():
-            cfg.model.adapter_path = str(folder)
-        else:
-            cfg.model.name_or_path = str(folder)
-            cfg.model.builder = None
-            cfg.model.offline_fallback = None
+        cfg.model.update(saved_model_settings(folder))

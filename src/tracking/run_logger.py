@@ -11,6 +11,7 @@ from typing import Any
 from lightning.pytorch.loggers import MLFlowLogger
 
 from src.tracking.fallback import FallbackClient
+from src.utils.errors import unwrapped
 
 log = logging.getLogger(__name__)
 
@@ -138,8 +139,10 @@ class MLflowRunLogger(MLFlowLogger):
 
 
 def record_error(client: Any, run_id: str, error: BaseException) -> None:
-    """Attach a failure to a run: tag `error` ("Type: message", short enough for the UI's run
-    table) and the full traceback as the artifact `error.txt`."""
-    summary = f"{type(error).__name__}: {error}"
+    """Attach a failure to a run: tag `error` ("Type: message" of the error itself, not of the
+    wrapper `instantiate` puts around it; short enough for the UI's run table) and the full
+    traceback as the artifact `error.txt`."""
+    cause = unwrapped(error)
+    summary = f"{type(cause).__name__}: {cause}"
     client.set_tag(run_id, "error", summary[:4000])
     client.log_text(run_id, "".join(traceback.format_exception(error)), "error.txt")

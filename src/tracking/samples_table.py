@@ -1,28 +1,20 @@
-"""Callback writing the module's latest sample completions to MLflow as a table artifact."""
+"""Sample completions with their rewards, written to MLflow as table artifacts."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
-
-import lightning as L
 
 from src.tracking.run_logger import mlflow_loggers
 
 
-class SamplesTable(L.Callback):
-    """After a step that collected samples, log them as `samples/step_XXXXXX.json` (MLflow table)."""
-
-    def on_train_batch_end(
-        self, trainer: L.Trainer, module: Any, outputs: Any, batch: Any, batch_idx: int
-    ) -> None:
-        samples = getattr(module, "last_samples", None)
-        if not samples:
-            return
-        module.last_samples = []
-        columns = {key: [row[key] for row in samples] for key in samples[0]}
-        for logger in mlflow_loggers(trainer.loggers):
-            logger.experiment.log_table(
-                logger.run_id,
-                data=columns,
-                artifact_file=f"samples/step_{trainer.global_step:06d}.json",
-            )
+def log_samples_table(loggers: Iterable[Any], rows: list[dict[str, Any]], step: int) -> None:
+    """Log `rows` (one dict per completion, same keys) as `samples/step_XXXXXX.json`, a table
+    the MLflow UI shows under the run's artifacts, to every MLflow logger."""
+    if not rows:
+        return
+    columns = {key: [row[key] for row in rows] for key in rows[0]}
+    for logger in mlflow_loggers(loggers):
+        logger.experiment.log_table(
+            logger.run_id, data=columns, artifact_file=f"samples/step_{step:06d}.json"
+        )

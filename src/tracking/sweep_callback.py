@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from hydra.experimental.callback import Callback
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 
 from src.tracking.sweep import (
     SWEEP_ENV,
@@ -25,18 +25,11 @@ from src.tracking.sweep import (
     sweep_children,
     swept_keys,
 )
+from src.utils.config import plain
 
 log = logging.getLogger(__name__)
 
 OPTUNA_RESULTS = "optimization_results.yaml"  # what the Optuna sweeper writes into the sweep folder
-
-
-def _plain(node: Any) -> Any:
-    """A config node as plain data, resolved where its interpolations allow."""
-    try:
-        return OmegaConf.to_container(node, resolve=True)
-    except Exception:
-        return OmegaConf.to_container(node, resolve=False)
 
 
 class MlflowSweepCallback(Callback):
@@ -83,8 +76,8 @@ class MlflowSweepCallback(Callback):
             {
                 "overrides": list(hydra_cfg.overrides.task),
                 "swept": list(swept),
-                "sweeper": _plain(hydra_cfg.sweeper),
-                "launcher": _plain(hydra_cfg.launcher),
+                "sweeper": plain(hydra_cfg.sweeper),
+                "launcher": plain(hydra_cfg.launcher),
             },
             "sweep.yaml",
         )

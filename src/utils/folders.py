@@ -1,5 +1,5 @@
-"""Folders that other processes read while this one writes them: model builds, conversions and
-warm starts shared by the jobs of a sweep running at once."""
+"""Folders a run writes: published whole (model builds, conversions and warm starts are read by
+other jobs of a sweep while this one writes them), and checked writable before a run starts."""
 
 from __future__ import annotations
 
@@ -9,6 +9,8 @@ import os
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
+
+from src.utils.errors import ConfigError
 
 log = logging.getLogger(__name__)
 
@@ -38,3 +40,16 @@ def published_folder(folder: str | Path) -> Iterator[Path]:
             raise
         log.info("%s was written by another process meanwhile; keeping that copy", folder)
         shutil.rmtree(scratch, ignore_errors=True)
+
+
+def check_writable(path: Path, key: str) -> None:
+    """Raise `ConfigError` naming `key` unless `path` (a folder, or a folder to be) can be
+    written: its nearest existing ancestor must be a folder this process may write into."""
+    existing = path
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    if not existing.is_dir() or not os.access(existing, os.W_OK | os.X_OK):
+        raise ConfigError(
+            f"{key}={path}: {existing} is not a writable folder; point {key} somewhere this "
+            "user can write, or set it to null"
+        )

@@ -36,11 +36,6 @@ def test_missing_model_names_the_path(tmp_path):
         load_causal_lm("no-such-org/no-such-model")  # a hub name: offline, the hub cannot help
 
 
-def test_unknown_dtype_is_rejected(tmp_path):
-    with pytest.raises(ValueError, match="model.dtype"):
-        load_causal_lm(str(tmp_path), dtype="float8")
-
-
 def test_log_probs_do_not_depend_on_left_padding(tiny_lm):
     assert tiny_lm.keeps_few_logits  # only completion positions go through the vocabulary head
     sampler = HFSampler(max_completion_length=4)

@@ -2,8 +2,8 @@
 
 import torch
 
-from src.rollout.rollout import completion_mask
 from src.rollout.hf import HFSampler
+from src.rollout.rollout import completion_mask
 
 
 def test_mask_ends_at_first_eos_and_keeps_it():

@@ -6,7 +6,8 @@ import mlflow
 import pytest
 import torch
 
-from src.grpo.module import GRPOModule, NonFiniteTrainingError
+from src.grpo.module import GRPOModule
+from src.grpo.nonfinite import NonFiniteTrainingError
 from src.reward.accuracy import AnswerAccuracy
 from src.reward.combine import RewardError
 from src.train import train

@@ -14,8 +14,8 @@ import torch
 from torch.utils.data import RandomSampler
 
 from src.data.datamodule import StepSampler
-from src.tracking.run_logger import MLflowRunLogger
 from src.runs.resume import ResumeError, find_checkpoint, read_checkpoint
+from src.tracking.run_logger import MLflowRunLogger
 
 
 def checkpoint(folder: Path, age_s: float = 0.0) -> Path:

@@ -6,8 +6,8 @@ import pytest
 from hydra.errors import MissingConfigException
 
 from src.train import train
-from src.utils.errors import ConfigError
 from src.utils.compose import compose_train_config
+from src.utils.errors import ConfigError
 
 CASES = [
     ("algo.group_size=1", "algo.group_size must be >= 2"),

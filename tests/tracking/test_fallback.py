@@ -71,9 +71,7 @@ def test_metrics_wait_in_the_fallback_file_until_copied_over(tmp_path, caplog):
         table.unlink()  # a temporary file: the fallback keeps its own copy
         logger.end_run()
     assert "unreachable" in caplog.text
-    assert (
-        f"python -m src.tracking.fallback {tmp_path / 'run' / 'mlflow_fallback'}" in caplog.text
-    )
+    assert f"python -m src.tracking.fallback {tmp_path / 'run' / 'mlflow_fallback'}" in caplog.text
 
     client = mlflow.MlflowClient(f"sqlite:///{tmp_path}/mlflow.db")
     assert [(m.step, m.value) for m in client.get_metric_history(run_id, "loss")] == [(1, 0.5)]

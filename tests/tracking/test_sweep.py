@@ -13,8 +13,8 @@ from hydra import compose, initialize_config_dir
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from omegaconf import OmegaConf
 
-from src.utils.compose import CONFIG_DIR
 from src.tracking.sweep import Job, Sweep, job_tags, optimized_value, swept_keys
+from src.utils.compose import CONFIG_DIR
 
 from .conftest import SIX_JOB_STEPS, SMALL_JOB, SweepStore, sweep
 

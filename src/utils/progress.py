@@ -9,11 +9,14 @@ from lightning.pytorch.callbacks import RichProgressBar
 
 
 class StepProgressBar(RichProgressBar):
-    """Labels the bar with the module's `progress_label` (GRPO, SFT) and hides the run version."""
+    """Labels the bar with what it trains (GRPO, SFT) and hides the run version."""
+
+    def __init__(self, label: str = "train", **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.label = label
 
     def _get_train_description(self, current_epoch: int) -> str:
-        label = getattr(self.trainer.lightning_module, "progress_label", "train")
-        return f"{label} step"
+        return f"{self.label} step"
 
     def get_metrics(self, trainer: L.Trainer, pl_module: L.LightningModule) -> dict[str, Any]:
         metrics = super().get_metrics(trainer, pl_module)

@@ -1,0 +1,42 @@
+"""The one held-out scorer: greedy answers of the trained network, scored by the task's reward.
+
+GRPO validation (`eval/*`), the SFT warm start's stopping check (`sft/eval_reward`) and
+`python -m src.eval` all score through `GreedyScorer`, so the three numbers mean the same.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from torch import Tensor
+
+from src.model.network import PolicyNetwork
+from src.policy.episode import Episode, run_episode
+from src.policy.role import Role
+from src.reward.combine import CombinedReward
+from src.rollout.sampler import Sampler
+
+
+class GreedyScorer:
+    """Scores batches of rows with one greedy answer each and keeps the scores until `means`."""
+
+    def __init__(self, sampler: Sampler, role: Role, reward: CombinedReward) -> None:
+        self.sampler = sampler
+        self.role = role
+        self.reward = reward
+        self.scores: dict[str, list[Tensor]] = {}  # "reward" and each function -> per-batch scores
+
+    @torch.no_grad()
+    def score(self, network: PolicyNetwork, rows: list[dict[str, Any]]) -> Episode:
+        """The network's greedy answer to each row, scored; also kept for `means`."""
+        episode = run_episode(network, self.sampler, self.role, self.reward, rows, 1, greedy=True)
+        for name, scores in {"reward": episode.rewards, **episode.reward_parts}.items():
+            self.scores.setdefault(name, []).append(scores.detach().cpu())
+        return episode
+
+    def means(self) -> dict[str, float]:
+        """Mean total reward and mean of each function over the rows scored since the last call."""
+        means = {name: float(torch.cat(parts).mean()) for name, parts in self.scores.items()}
+        self.scores = {}
+        return means

@@ -1,0 +1,24 @@
+"""The reference policy of the KL term: the trained network as it was when GRPO started."""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+from src.model.network import PolicyNetwork, Scorer, Sequences
+
+
+def reference_policy(network: PolicyNetwork, kl_beta: float) -> Scorer | None:
+    """None without a KL term (no reference is kept); otherwise the network's frozen starting
+    point, taken now: under LoRA the disabled adapter, else a frozen copy."""
+    return network.frozen_reference() if kl_beta != 0.0 else None
+
+
+@torch.no_grad()
+def reference_log_probs(
+    reference: Scorer | None, sequences: Sequences, temperature: float
+) -> Tensor | None:
+    """Per-token log-probs [N, T] of the completions under the reference, None without one."""
+    if reference is None:
+        return None
+    return reference.log_probs(sequences, temperature)[0]

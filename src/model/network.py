@@ -1,0 +1,60 @@
+"""What the GRPO and SFT modules ask of the network they train, declared once.
+
+A network is any `nn.Module` (so Lightning moves and checkpoints it) that provides the methods
+below: the causal LM of `src.model.causal_lm` today, a masked character model tomorrow. The
+modules call only these, so a new kind of network plugs in without an edit to `src/grpo/`.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Protocol
+
+from torch import Tensor, nn
+
+
+class Sequences(Protocol):
+    """Prompt and completion tokens to score, row by row; a rollout is one."""
+
+    prompt_ids: Tensor  # [N, P] left-padded prompt tokens
+    prompt_mask: Tensor  # [N, P] 1 on real prompt tokens
+    completion_ids: Tensor  # [N, T] completion tokens, right-padded
+    completion_mask: Tensor  # [N, T] 1 on the completion tokens that count
+
+
+class Scorer(Protocol):
+    """Anything that gives per-token log-probs of completions: a policy or its reference."""
+
+    def log_probs(
+        self, sequences: Sequences, temperature: float = 1.0, with_entropy: bool = False
+    ) -> tuple[Tensor, Tensor | None]:
+        """Log-probs [N, T] of each completion token given what precedes it, and the entropy
+        [N, T] of each token's distribution when asked (without gradient)."""
+        ...
+
+
+class PolicyNetwork(Scorer, Protocol):
+    """The trained network: scores completions, encodes text, names what is trained, saves."""
+
+    tokenizer: Any  # turns text into the ids the network reads; roles use its chat template
+
+    def encode_prompts(self, prompts: list[str]) -> dict[str, Tensor]:
+        """`input_ids` and `attention_mask` of the prompts, left-padded, on the network's device."""
+        ...
+
+    def encode_completions(self, texts: list[str]) -> tuple[Tensor, Tensor]:
+        """Ids and mask of target completions (end marker appended), right-padded, on the
+        network's device: what supervised training teaches."""
+        ...
+
+    def frozen_reference(self) -> Scorer:
+        """The policy as it is now, frozen: what a KL term pulls the trained policy back to."""
+        ...
+
+    def trainable_parameters(self) -> list[nn.Parameter]:
+        """The parameters an optimizer updates (a LoRA adapter's only, under LoRA)."""
+        ...
+
+    def save(self, path: str | Path, merge: bool = True) -> Path:
+        """Write a folder the model config can load again; return it."""
+        ...

@@ -1,0 +1,125 @@
+"""A user's mistake on `python -m src.train` prints one line and exits with status 1; a bug keeps
+its traceback, and `HYDRA_FULL_ERROR=1` shows every traceback. The commands run for real, in a
+subprocess; each fails before any model trains."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import mlflow
+import pytest
+from hydra.core.override_parser.overrides_parser import OverridesParser
+from hydra.errors import InstantiationException, OverrideParseException
+
+from src.policy.generator import Generator
+from src.runs.cli import closest_keys, user_message
+from src.utils.errors import ConfigError
+from src.utils.resolvers import PROJECT_ROOT
+
+
+class BrokenReward:
+    """A reward function with a bug: building it raises `TypeError` (see the last test)."""
+
+    def __init__(self) -> None:
+        raise TypeError("BrokenReward fails on purpose")
+
+
+def train_command(
+    tmp_path: Path, *overrides: str, full_error: bool = False
+) -> subprocess.CompletedProcess:
+    """`python -m src.train overrides...` writing under tmp_path, as CI runs it: no standard
+    input, output captured, `HYDRA_FULL_ERROR` set only when asked."""
+    env = {key: value for key, value in os.environ.items() if key != "HYDRA_FULL_ERROR"}
+    env["CI"] = "true"
+    if full_error:
+        env["HYDRA_FULL_ERROR"] = "1"
+    return subprocess.run(
+        [sys.executable, "-m", "src.train", *overrides, f"paths.output_root={tmp_path}"],
+        cwd=PROJECT_ROOT,
+        env=env,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+
+
+def error_line(result: subprocess.CompletedProcess) -> str:
+    """The one `error:` line of a command that failed on a user error, with no traceback."""
+    assert result.returncode == 1, result.stderr[-3000:]
+    assert "Traceback" not in result.stderr, result.stderr[-3000:]
+    assert "Error executing job" not in result.stderr
+    (line,) = [line for line in result.stderr.splitlines() if line.startswith("error: ")]
+    return line
+
+
+def test_malformed_data_file_names_file_and_line(tmp_path):
+    path = tmp_path / "BROKEN.jsonl"
+    path.write_text('{"question": "What is 1 + 1?", "answer": "2"}\n{"question": \n')
+    line = error_line(train_command(tmp_path, f"data.path={path}"))
+    assert line == f"error: {path}:2: malformed JSON line (Expecting value)"
+
+
+@pytest.mark.parametrize(
+    ("override", "expected"),
+    [
+        ("algo.group_size=1", "error: algo.group_size must be >= 2"),
+        ("algo.kl_bta=0.1", "did you mean algo.kl_beta?"),
+        ("model=gpt5", "Could not find 'model/gpt5'; available options in 'model': "),
+    ],
+)
+def test_bad_setting_key_or_option_is_one_line(tmp_path, override, expected):
+    line = error_line(train_command(tmp_path, override))
+    assert expected in line
+    if override == "model=gpt5":
+        assert "tiny" in line.split("available options")[1]
+
+
+@pytest.mark.slow
+def test_missing_model_folder_is_one_line_and_fails_the_run(tmp_path):
+    result = train_command(tmp_path, "model.name_or_path=/no/such/folder", "model.builder=null")
+    line = error_line(result)
+    assert line.startswith("error: model.name_or_path: no model folder at /no/such/folder")
+    client = mlflow.MlflowClient(tracking_uri=f"sqlite:///{tmp_path}/mlflow.db")
+    (run,) = client.search_runs([client.get_experiment_by_name("arithmetic").experiment_id])
+    assert run.info.status == "FAILED"
+    assert "model.name_or_path: no model folder at /no/such/folder" in run.data.tags["error"]
+
+
+def test_full_error_shows_the_traceback(tmp_path):
+    result = train_command(tmp_path, "algo.group_size=1", full_error=True)
+    assert result.returncode == 1
+    assert "Traceback" in result.stderr
+    assert "ConfigError: algo.group_size must be >= 2" in result.stderr
+
+
+def test_a_bug_keeps_its_traceback(tmp_path):
+    target = "tests.runs.test_user_errors.BrokenReward"
+    result = train_command(tmp_path, f"+reward.functions.broken._target_={target}")
+    assert result.returncode == 1
+    assert "Traceback" in result.stderr and "BrokenReward fails on purpose" in result.stderr
+    assert not [line for line in result.stderr.splitlines() if line.startswith("error: ")]
+
+
+def test_messages_without_a_command():
+    """The cases the commands above leave out, in this process: a user error wrapped by
+    `instantiate`, a template field as a `KeyError`, an override that does not parse."""
+    wrapped = InstantiationException("Error in call to target 'x'")
+    wrapped.__cause__ = ConfigError("reward.on_error must be one of ('raise', 'zero'), got 'x'")
+    assert user_message(wrapped) == "reward.on_error must be one of ('raise', 'zero'), got 'x'"
+    assert user_message(InstantiationException("x")) is None
+    assert user_message(TypeError("a bug")) is None
+    with pytest.raises(KeyError) as raised:
+        Generator("{context}").prompts([{"question": "q"}])
+    assert user_message(raised.value).startswith("policy.template uses field 'context'")
+    with pytest.raises(OverrideParseException) as raised:
+        OverridesParser.create().parse_overrides(["algo.kl_beta=[0.1"])
+    message = user_message(raised.value)
+    assert "algo.kl_beta=[0.1" in message and "\n" not in message
+    config = {"algo": {"kl_beta": 0.1, "group_size": 8}, "model": {}}
+    assert closest_keys("algo.kl_bta", config) == ["algo.kl_beta"]
+    assert closest_keys("algoo.kl_beta", config) == ["algo.kl_beta"]
+    assert closest_keys("algo.kl_beta", config) == []

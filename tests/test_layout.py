@@ -1,0 +1,136 @@
+"""The layout's promise, checked on the source: imports point one way, from the entry points
+down to utils; `utils/` and `tracking/` import nothing from the domain; no folders import each
+other in a cycle."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+from src.utils.resolvers import PROJECT_ROOT
+
+SRC = PROJECT_ROOT / "src"
+# Higher imports lower, never the other way. Folders of one rank may not import each other.
+RANKS = {
+    "entry": 7,  # src/train.py, eval.py, pipeline.py
+    "runs": 6,
+    "grpo": 5,
+    "sft": 5,
+    "evaluation": 4,
+    "policy": 3,
+    "rollout": 2,
+    "reward": 2,
+    "retrieval": 2,
+    "model": 1,
+    "data": 1,
+    "tracking": 1,
+    "utils": 0,
+}
+
+
+def folder_of(module: str) -> str:
+    """`src.grpo.module` -> grpo; `src.train` (a top-level file) -> entry."""
+    parts = module.split(".")
+    if len(parts) == 2 and (SRC / f"{parts[1]}.py").is_file():
+        return "entry"
+    return parts[1]
+
+
+def project_imports(path: Path) -> set[str]:
+    """Every `src.*` module a file imports, at any depth (function bodies included)."""
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names if alias.name.startswith("src."))
+        elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith("src."):
+            found.add(node.module)
+    return found
+
+
+def folder_edges(root: Path) -> dict[tuple[str, str], list[str]]:
+    """(importing folder, imported folder) -> the files that make that edge."""
+    edges: dict[tuple[str, str], list[str]] = {}
+    for path in sorted(root.rglob("*.py")):
+        if path == root / "__init__.py":
+            continue
+        module = ".".join(path.relative_to(root.parent).with_suffix("").parts)
+        source = folder_of(module)
+        for imported in project_imports(path):
+            target = folder_of(imported)
+            if target != source:
+                edges.setdefault((source, target), []).append(str(path.relative_to(root.parent)))
+    return edges
+
+
+def find_cycle(edges: set[tuple[str, str]]) -> list[str] | None:
+    """A cycle in the folder graph, as the folders along it, or None."""
+    graph: dict[str, set[str]] = {}
+    for source, target in edges:
+        graph.setdefault(source, set()).add(target)
+    state: dict[str, int] = {}  # 1 on the current path, 2 done
+
+    def visit(node: str, path: list[str]) -> list[str] | None:
+        state[node] = 1
+        for nxt in sorted(graph.get(node, ())):
+            if state.get(nxt) == 1:
+                return [*path[path.index(nxt) :], nxt] if nxt in path else [node, nxt]
+            if nxt not in state and (cycle := visit(nxt, [*path, nxt])):
+                return cycle
+        state[node] = 2
+        return None
+
+    for start in sorted(graph):
+        if start not in state and (cycle := visit(start, [start])):
+            return cycle
+    return None
+
+
+def layer_violations(edges: dict[tuple[str, str], list[str]]) -> list[str]:
+    """Edges that point upward or sideways, or into a folder the layout does not know."""
+    wrong = []
+    for (source, target), files in sorted(edges.items()):
+        if source not in RANKS or target not in RANKS:
+            wrong.append(f"{source} -> {target}: unknown folder (add it to RANKS): {files}")
+        elif RANKS[target] >= RANKS[source]:
+            wrong.append(f"{source} -> {target}: {files}")
+    return wrong
+
+
+def test_imports_point_one_way():
+    edges = folder_edges(SRC)
+    assert ("grpo", "model") in edges  # the walk sees imports at all
+    assert layer_violations(edges) == []
+    assert find_cycle(set(edges)) is None
+
+
+def test_utils_and_tracking_import_nothing_from_the_domain():
+    for (source, target), files in folder_edges(SRC).items():
+        if source in ("utils", "tracking"):
+            assert target == "utils", f"{source} imports {target}: {files}"
+
+
+@pytest.mark.parametrize(
+    ("files", "complaint"),
+    [
+        ({"utils/helper.py": "from src.grpo.module import X\n"}, "utils -> grpo"),
+        (
+            {"tracking/log.py": "def f():\n    from src.model.causal_lm import CausalLM\n"},
+            "tracking -> model",
+        ),
+        ({"model/net.py": "import src.rollout.hf\n"}, "model -> rollout"),
+    ],
+)
+def test_a_wrong_import_is_caught(tmp_path, files, complaint):
+    root = tmp_path / "src"
+    for name, text in files.items():
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text(text)
+    (root / "grpo").mkdir(exist_ok=True)
+    assert any(line.startswith(complaint) for line in layer_violations(folder_edges(root)))
+
+
+def test_a_cycle_is_found():
+    assert find_cycle({("model", "rollout"), ("rollout", "policy"), ("policy", "model")})
+    assert find_cycle({("a", "b"), ("b", "c")}) is None
