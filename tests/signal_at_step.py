@@ -6,7 +6,6 @@ itself, so where the signal lands does not depend on how fast the machine is.
 
 from __future__ import annotations
 
-import os
 import signal as signals
 from typing import Any
 
@@ -17,27 +16,35 @@ MOMENTS = ("start", "end")
 
 
 class SignalAtStep(Callback):
-    """Send `signal` (a name such as SIGKILL) to this process as optimizer step `step` begins
-    (`moment=start`, before its rollout) or once its metrics are logged (`moment=end`, before
-    Lightning's checkpoint callbacks of that step run)."""
+    """Send `signal` (a name such as SIGKILL) to this process `times` times as optimizer step
+    `step` begins (`moment=start`, before its rollout) or once its metrics are logged
+    (`moment=end`, before Lightning's checkpoint callbacks of that step run).
 
-    def __init__(self, step: int, signal: str, moment: str = "end") -> None:
+    `signal.raise_signal` runs the Python handler before it returns, so each signal is handled
+    before the next is sent: two SIGINTs are two Ctrl-Cs, not one pending signal."""
+
+    def __init__(self, step: int, signal: str, moment: str = "end", times: int = 1) -> None:
         if moment not in MOMENTS:
             raise ValueError(f"moment must be one of {MOMENTS}, got {moment!r}")
         self.step = step
         self.signum = signals.Signals[signal]
         self.moment = moment
+        self.times = times
 
     def on_train_batch_start(self, trainer: L.Trainer, *args: Any) -> None:
         if self.moment == "start" and trainer.global_step + 1 == self.step:
-            os.kill(os.getpid(), self.signum)
+            self._send()
 
     def on_train_batch_end(self, trainer: L.Trainer, *args: Any) -> None:
         if self.moment == "end" and trainer.global_step == self.step:
-            os.kill(os.getpid(), self.signum)
+            self._send()
+
+    def _send(self) -> None:
+        for _ in range(self.times):
+            signals.raise_signal(self.signum)
 
 
-def signal_at(step: int, signal: str, moment: str = "end") -> list[str]:
+def signal_at(step: int, signal: str, moment: str = "end", times: int = 1) -> list[str]:
     """The command-line overrides that add the callback to a run."""
     key = "+callbacks.signal_at_step"
     return [
@@ -45,4 +52,5 @@ def signal_at(step: int, signal: str, moment: str = "end") -> list[str]:
         f"{key}.step={step}",
         f"{key}.signal={signal}",
         f"{key}.moment={moment}",
+        f"{key}.times={times}",
     ]

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import contextlib
+import logging
+import re
+import signal
 import subprocess
 import tempfile
 from collections.abc import Iterator
@@ -12,10 +15,13 @@ from typing import Any
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 
-from src.tracking.run_logger import mlflow_loggers, record_error
-from src.runs.preemption import Preempted
-from src.utils.resolvers import PROJECT_ROOT
+from src.runs.preemption import Interrupted, Stopped
+from src.runs.resume import LAST
+from src.tracking.run_logger import MLflowRunLogger, mlflow_loggers, record_error
 from src.tracking.sweep import sweep_tags
+from src.utils.resolvers import PROJECT_ROOT
+
+log = logging.getLogger(__name__)
 
 
 def flatten(config: Any, prefix: str = "") -> dict[str, Any]:
@@ -27,6 +33,43 @@ def flatten(config: Any, prefix: str = "") -> dict[str, Any]:
         name = f"{prefix}.{key}" if prefix else str(key)
         flat.update(flatten(value, name) if isinstance(value, dict) and value else {name: value})
     return flat
+
+
+def own_folders(resolved: dict[str, Any]) -> list[str]:
+    """The folders only this run writes: its run folder and its checkpoint folder (a continued
+    run writes its checkpoints into the folder of the run it continues)."""
+    run_dir = folder_name((resolved.get("paths") or {}).get("run_dir"))
+    checkpoint = (resolved.get("callbacks") or {}).get("checkpoint") or {}
+    dirpath = folder_name(checkpoint.get("dirpath"))
+    if run_dir and dirpath and run_dir.startswith(dirpath + "/"):
+        dirpath = None  # a folder holding the run folder holds other runs' too
+    return [folder for folder in (run_dir, dirpath) if folder]
+
+
+def folder_name(value: Any) -> str | None:
+    """`value` without a trailing slash; None when it is no string, or "/" or "."."""
+    if not isinstance(value, str) or value.rstrip("/") in ("", "."):
+        return None
+    return value.rstrip("/")
+
+
+def names_a_folder(value: Any, folders: list[str]) -> bool:
+    """Whether `value` is a string holding one of `folders` (as a whole path component:
+    `/out/run` is in `/out/run/model`, not in `/out/run2`)."""
+    return isinstance(value, str) and any(
+        re.search(re.escape(folder) + r"(?![\w.-])", value) for folder in folders
+    )
+
+
+def split_params(resolved: dict[str, Any]) -> tuple[dict[str, Any], dict[str, str]]:
+    """The flattened config (no `_target_`s) as (params, tags): a value naming the run's own
+    folder differs between any two runs, so it is a tag, not a param the MLflow compare page
+    would plot as an axis."""
+    flat = {key: value for key, value in flatten(resolved).items() if not key.endswith("_target_")}
+    folders = own_folders(resolved)
+    tags = {key: str(value) for key, value in flat.items() if names_a_folder(value, folders)}
+    params = {key: value for key, value in flat.items() if key not in tags}
+    return params, tags
 
 
 def git_commit() -> str:
@@ -66,14 +109,13 @@ def record_run(
     tags: dict[str, str] | None = None,
     data_report: dict[str, Any] | None = None,
 ) -> None:
-    """Log params, tags (plus any `tags` given; inside a multirun the sweep's), the resolved
-    config and, when given, the data report (tag `data_source`, params `data_report.*`,
-    `data_report.json`) to every MLflow logger."""
+    """Log params, tags (the config values naming the run's folder, plus any `tags` given;
+    inside a multirun the sweep's), the resolved config and, when given, the data report (tag
+    `data_source`, params `data_report.*`, `data_report.json`) to every MLflow logger."""
     resolved = OmegaConf.to_container(cfg, resolve=True)
-    params = {
-        key: value for key, value in flatten(resolved).items() if not key.endswith("_target_")
-    }
+    params, folder_tags = split_params(resolved)
     tags = {
+        **folder_tags,
         **config_choices(cfg),
         "task": str(cfg.task_name),
         "git_commit": git_commit(),
@@ -89,7 +131,7 @@ def record_run(
             path = Path(folder) / "config.yaml"
             path.write_text(OmegaConf.to_yaml(cfg, resolve=True))
             # A continued run keeps its first config.yaml; each continuation's goes beside it.
-            resumes = getattr(logger, "resumes", 0)
+            resumes = logger.resumes if isinstance(logger, MLflowRunLogger) else 0
             folder_name = f"resumes/{resumes}" if resumes else None
             logger.experiment.log_artifact(logger.run_id, str(path), folder_name)
     if data_report:
@@ -105,22 +147,57 @@ def recorded_run(
 ) -> Iterator[None]:
     """Open the run's record (params, tags, config, data report) and close it FINISHED, or
     FAILED with the error attached if the body raises, so that no run is left RUNNING and
-    nothing logged before a failure is lost."""
+    nothing logged before a failure is lost. A run stopped by a signal or Ctrl-C is KILLED
+    instead; a Ctrl-C outside GRPO training leaves as `Interrupted` (exit status 130)."""
     try:
         record_run(loggers, cfg, tags, data_report)
         yield
     except BaseException as error:
+        stop = interruption(error, cfg)
+        recorded = stop or error
         for logger in mlflow_loggers(loggers):
             # Never hide the run's own error behind a logging one.
             with contextlib.suppress(Exception):
-                record_error(logger.experiment, logger.run_id, error)
-        # A signal that stopped the run with its checkpoint is KILLED: the run can continue.
-        status = "KILLED" if isinstance(error, Preempted) else "failed"
+                record_error(logger.experiment, logger.run_id, recorded)
+        # A run stopped on purpose is KILLED, not FAILED: nothing went wrong with it.
+        status = "KILLED" if isinstance(recorded, Stopped) else "failed"
         for logger in loggers:
             logger.finalize(status)
+        if stop is not None:
+            raise stop from error
         raise
     for logger in loggers:
-        getattr(logger, "end_run", logger.finalize)()
+        if isinstance(logger, MLflowRunLogger):
+            logger.end_run()  # Lightning's finalize leaves our run open for the next stage
+        else:
+            logger.finalize("success")
+
+
+def interruption(error: BaseException, cfg: DictConfig) -> Interrupted | None:
+    """An `Interrupted` for a Ctrl-C that stopped the run at once: a KeyboardInterrupt, or the
+    exit status 1 Lightning turns one into (a warm start, an evaluation); None otherwise. Its
+    message names the newest checkpoint of the run, if there is one."""
+    from_lightning = (
+        isinstance(error, SystemExit)
+        and not isinstance(error, Stopped)
+        and isinstance(error.__context__, KeyboardInterrupt)
+    )
+    if not (isinstance(error, KeyboardInterrupt) or from_lightning):
+        return None
+    folder = OmegaConf.select(
+        cfg, "callbacks.checkpoint.dirpath", default=None, throw_on_resolution_failure=False
+    )
+    path = Path(str(folder)) / LAST if folder else None
+    found = (
+        f"the newest checkpoint is {path}; continue with ckpt_path={path}"
+        if path is not None and path.is_file()
+        else "the run has no checkpoint to continue from"
+    )
+    message = f"Ctrl-C (SIGINT): stopped at once; no new checkpoint was written; {found}"
+    log.warning(message)
+    stop = Interrupted(message, signal.SIGINT)
+    stop.__cause__ = error  # error.txt keeps the traceback of where the run was
+    return stop
 
 
 def log_artifacts(loggers: list[Any], *paths: str | Path) -> None:

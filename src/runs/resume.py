@@ -14,8 +14,8 @@ import torch
 from lightning.pytorch.callbacks import Callback
 from omegaconf import DictConfig, open_dict
 
-from src.utils.errors import ConfigError
 from src.tracking.run_logger import mlflow_loggers
+from src.utils.errors import ConfigError
 
 log = logging.getLogger(__name__)
 LAST = "last.ckpt"
@@ -60,7 +60,7 @@ def find_checkpoint(spec: str, runs_folder: Path, current_run: Path | None = Non
             raise ResumeError(
                 f"ckpt_path=last: no run folder in {runs_folder} holds checkpoints/{LAST}; "
                 "a run writes it every callbacks.checkpoint.every_n_train_steps steps and when "
-                "it is stopped by SIGTERM. Pass a run folder or a checkpoint file instead"
+                "it is stopped by SIGTERM or Ctrl-C. Pass a run folder or a checkpoint file instead"
             )
         return max(found, key=lambda path: path.stat().st_mtime)
     path = Path(spec)

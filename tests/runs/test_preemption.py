@@ -1,4 +1,5 @@
-"""SIGTERM during GRPO: the step finishes, last.ckpt is written, the run is KILLED, exit 143."""
+"""SIGTERM or Ctrl-C during GRPO: the step finishes, last.ckpt is written, the run is KILLED,
+exit 128 + signal; a second Ctrl-C stops at once, writing nothing."""
 
 from __future__ import annotations
 
@@ -66,3 +67,58 @@ def test_sigterm_writes_a_checkpoint_and_marks_the_run_killed(tmp_path):
     assert steps == list(range(1, last_step + 3))
     note = client.download_artifacts(run.info.run_id, "resumes/1.json", str(tmp_path))
     assert "SIGTERM received" in Path(note).read_text()
+
+
+def stopped_run(
+    tmp_path: Path, *overrides: str
+) -> tuple[subprocess.Popen, str, mlflow.entities.Run]:
+    """Train under tmp_path until a signal stops the process: the process, its output (a
+    pipe) and its one MLflow run."""
+    process = start_training(
+        *RUN, "trainer.max_steps=500", f"paths.output_root={tmp_path}",
+        f"paths.run_dir={tmp_path / 'run'}", *overrides,
+    )  # fmt: skip
+    output, _ = process.communicate(timeout=300)
+    client = mlflow.MlflowClient(tracking_uri=f"sqlite:///{tmp_path}/mlflow.db")
+    (run,) = client.search_runs([client.get_experiment_by_name("arithmetic").experiment_id])
+    return process, output, run
+
+
+def logged_steps(tmp_path: Path, run: mlflow.entities.Run) -> list[int]:
+    client = mlflow.MlflowClient(tracking_uri=f"sqlite:///{tmp_path}/mlflow.db")
+    return sorted(m.step for m in client.get_metric_history(run.info.run_id, "loss"))
+
+
+@pytest.mark.slow
+def test_ctrl_c_writes_a_checkpoint_and_marks_the_run_killed(tmp_path):
+    process, output, run = stopped_run(tmp_path, *signal_at(STOPPED_AT, "SIGINT", "start"))
+
+    assert process.returncode == 128 + signal.SIGINT, output[-3000:]
+    assert run.info.status == "KILLED"
+    assert run.data.tags["error"].startswith("Preempted: SIGINT received: stopped after step 3")
+    assert logged_steps(tmp_path, run) == [1, 2, 3]  # step 3 was finished
+    path = tmp_path / "run" / "checkpoints" / "last.ckpt"
+    assert torch.load(path, weights_only=False)["global_step"] == STOPPED_AT
+    assert f"continue with ckpt_path={path}" in output
+    # The log lines reached the pipe without terminal colour codes.
+    assert "[src.runs.preemption][WARNING] - Received SIGINT: finishing this step" in output
+    assert "\x1b[" not in output
+
+
+@pytest.mark.slow
+def test_a_second_ctrl_c_stops_at_once_keeping_the_periodic_checkpoint(tmp_path):
+    process, output, run = stopped_run(
+        tmp_path,
+        "callbacks.checkpoint.every_n_train_steps=2",
+        *signal_at(STOPPED_AT, "SIGINT", "start", times=2),  # before step 3's rollout
+    )
+
+    assert process.returncode == 128 + signal.SIGINT, output[-3000:]
+    assert run.info.status == "KILLED"
+    path = tmp_path / "run" / "checkpoints" / "last.ckpt"
+    assert run.data.tags["error"] == (
+        "Interrupted: SIGINT received while stopping: stopped at once during step 3; no new "
+        f"checkpoint was written; the newest checkpoint is {path}; continue with ckpt_path={path}"
+    )
+    assert logged_steps(tmp_path, run) == [1, 2]  # step 3 was not finished
+    assert torch.load(path, weights_only=False)["global_step"] == 2  # the periodic one, untouched
