@@ -60,8 +60,9 @@ def test_runs_started_at_once_and_a_sweep_get_folders_of_their_own(tmp_path):
     assert len(folders) == 2, folders
     for folder in folders:
         assert FOLDER.fullmatch(folder.name), folder
-        overrides = (folder / ".hydra" / "overrides.yaml").read_text()
-        assert FAILS_AT_ONCE in overrides and "-1" not in overrides  # one run's, not the sweep's
+        overrides = (folder / ".hydra" / "overrides.yaml").read_text().splitlines()
+        assert f"- {FAILS_AT_ONCE}" in overrides  # one run's folder, not the sweep's
+        assert "- trainer.max_steps=-1" not in overrides
         assert (folder / "train.log").is_file()
 
     (sweep_dir,) = (tmp_path / "multiruns" / "arithmetic").iterdir()
