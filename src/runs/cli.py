@@ -207,19 +207,13 @@ def command_line_args() -> Any:
 
 
 def compose_plain(config_name: str, overrides: Sequence[str]) -> dict[str, Any] | None:
-    """`conf/<config_name>.yaml` with `overrides`, Hydra's own keys included, unresolved."""
-    from hydra import compose, initialize_config_dir
-    from hydra.core.global_hydra import GlobalHydra
+    """`conf/<config_name>.yaml` with `overrides`, Hydra's own keys included, unresolved; None
+    when it does not compose."""
     from omegaconf import OmegaConf
 
-    from src.utils.compose import CONFIG_DIR
+    from src.utils.compose import compose_config
 
     try:
-        GlobalHydra.instance().clear()
-        with initialize_config_dir(version_base="1.3", config_dir=str(CONFIG_DIR)):
-            cfg = compose(config_name, overrides=list(overrides), return_hydra_config=True)
-        return OmegaConf.to_container(cfg, resolve=False)
+        return OmegaConf.to_container(compose_config(overrides, config_name), resolve=False)
     except Exception:
         return None
-    finally:
-        GlobalHydra.instance().clear()

@@ -77,19 +77,13 @@ class PreemptionCheckpoint(Callback):
 
     def _interrupted(self, trainer: L.Trainer, signum: int) -> Interrupted:
         """The exception of a second Ctrl-C: it names the newest checkpoint on disk, if any."""
-        path = checkpoint_path(trainer)
-        found = (
-            f"the newest checkpoint is {path}; continue with ckpt_path={path}"
-            if path.is_file()
-            else "the run has no checkpoint yet (callbacks.checkpoint.every_n_train_steps), "
-            "so it cannot be continued"
-        )
-        message = (
+        return interrupted(
             f"{signal.Signals(signum).name} received while stopping: stopped at once during "
-            f"step {trainer.global_step + 1}; no new checkpoint was written; {found}"
+            f"step {trainer.global_step + 1}",
+            checkpoint_path(trainer),
+            "the run has no checkpoint yet (callbacks.checkpoint.every_n_train_steps), "
+            "so it cannot be continued",
         )
-        log.warning(message)
-        return Interrupted(message, signum)
 
     def on_train_batch_end(self, trainer: L.Trainer, *args: Any) -> None:
         if self.received is None:
@@ -122,6 +116,20 @@ class PreemptionCheckpoint(Callback):
             signal.signal(signum, handler)
         self._previous = {}
         self._trainer = None
+
+
+def interrupted(what: str, checkpoint: Path | None, without_checkpoint: str) -> Interrupted:
+    """A Ctrl-C that stopped the run at once, logged: `what` happened, no new checkpoint was
+    written, and the run continues from `checkpoint` when it is on disk (else the message says
+    `without_checkpoint`)."""
+    found = (
+        f"the newest checkpoint is {checkpoint}; continue with ckpt_path={checkpoint}"
+        if checkpoint is not None and checkpoint.is_file()
+        else without_checkpoint
+    )
+    message = f"{what}; no new checkpoint was written; {found}"
+    log.warning(message)
+    return Interrupted(message, signal.SIGINT)
 
 
 def checkpoint_path(trainer: L.Trainer) -> Path:

@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import contextlib
-import logging
 import re
-import signal
 import subprocess
 import tempfile
 from collections.abc import Iterator
@@ -15,13 +13,11 @@ from typing import Any
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 
-from src.runs.preemption import Interrupted, Stopped
+from src.runs.preemption import Interrupted, Stopped, interrupted
 from src.runs.resume import LAST
 from src.tracking.run_logger import MLflowRunLogger, mlflow_loggers, record_error
 from src.tracking.sweep import sweep_tags
 from src.utils.resolvers import PROJECT_ROOT
-
-log = logging.getLogger(__name__)
 
 
 def flatten(config: Any, prefix: str = "") -> dict[str, Any]:
@@ -187,15 +183,11 @@ def interruption(error: BaseException, cfg: DictConfig) -> Interrupted | None:
     folder = OmegaConf.select(
         cfg, "callbacks.checkpoint.dirpath", default=None, throw_on_resolution_failure=False
     )
-    path = Path(str(folder)) / LAST if folder else None
-    found = (
-        f"the newest checkpoint is {path}; continue with ckpt_path={path}"
-        if path is not None and path.is_file()
-        else "the run has no checkpoint to continue from"
+    stop = interrupted(
+        "Ctrl-C (SIGINT): stopped at once",
+        Path(str(folder)) / LAST if folder else None,
+        "the run has no checkpoint to continue from",
     )
-    message = f"Ctrl-C (SIGINT): stopped at once; no new checkpoint was written; {found}"
-    log.warning(message)
-    stop = Interrupted(message, signal.SIGINT)
     stop.__cause__ = error  # error.txt keeps the traceback of where the run was
     return stop
 

@@ -8,11 +8,9 @@ from pathlib import Path
 
 import mlflow
 import pytest
-from hydra import compose, initialize_config_dir
-from hydra.core.global_hydra import GlobalHydra
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import OmegaConf
 
-from src.utils.compose import CONFIG_DIR
+from src.utils.compose import compose_config
 from tests.training_process import start_training
 
 # date_time_token, e.g. 2025-01-31_14-05-09_3fa9c2
@@ -20,18 +18,8 @@ FOLDER = re.compile(r"\d{4}-\d\d-\d\d_\d\d-\d\d-\d\d_[0-9a-f]{6}")
 FAILS_AT_ONCE = "trainer.max_steps=0"  # refused before data or models load, after Hydra's folder
 
 
-def hydra_config(*overrides: str) -> DictConfig:
-    """The training config with Hydra's own node, as `python -m src.train` composes it."""
-    GlobalHydra.instance().clear()
-    try:
-        with initialize_config_dir(version_base="1.3", config_dir=str(CONFIG_DIR)):
-            return compose("train", overrides=list(overrides), return_hydra_config=True)
-    finally:
-        GlobalHydra.instance().clear()
-
-
 def test_each_config_gets_its_own_run_folder_and_keeps_it(tmp_path):
-    first, second = (hydra_config(f"paths.output_root={tmp_path}") for _ in range(2))
+    first, second = (compose_config([f"paths.output_root={tmp_path}"]) for _ in range(2))
     folder = OmegaConf.select(first, "hydra.run.dir")
     assert OmegaConf.select(first, "hydra.run.dir") == folder  # resolved again: the same
     assert Path(folder).parent == tmp_path / "runs" / "arithmetic"
