@@ -33,17 +33,20 @@ log = logging.getLogger(__name__)
 
 
 def head_folders(eval_cfg: DictConfig, heads: list[str]) -> dict[str, Path | None]:
-    """Head name -> folder to load (None: the base model); heads without a folder are skipped."""
+    """Head name -> folder to load (None: the base model); heads without a folder are skipped.
+    A head named in `eval.policy_overrides` (and not in `eval.adapters`) is the base model."""
     adapters = eval_cfg.get("adapters") or {}
+    overrides = eval_cfg.get("policy_overrides") or {}
     chosen: dict[str, Path | None] = {}
     for head in heads:
-        if head == "base":
+        if head == "base" or (head in overrides and head not in adapters):
             chosen[head] = None
             continue
         if head not in adapters:
             raise ConfigError(
                 f"eval.heads names {head!r} but eval.adapters has no such entry; "
-                f"add eval.adapters.{head}=FOLDER (known: {sorted(adapters)})"
+                f"add eval.adapters.{head}=FOLDER (known: {sorted(adapters)}), or "
+                f"eval.policy_overrides.{head} for the base model with other policy settings"
             )
         folder = Path(adapters[head])
         if not folder.is_dir():
@@ -81,7 +84,6 @@ def evaluate(
     rows = rows[: eval_cfg.max_rows] if eval_cfg.max_rows else rows
     folders = head_folders(eval_cfg, list(heads or eval_cfg.heads))
     extract = build(eval_cfg.extract) if eval_cfg.get("extract") else None
-    scorer = GreedyScorer(parts.sampler, parts.policy, parts.reward)
     output_dir = Path(output_dir or eval_cfg.output_dir)
     output_dir.mkdir(parents=True, exist_ok=True)
     results_path, summary_path = output_dir / "eval_results.jsonl", output_dir / "eval_summary.json"
@@ -97,6 +99,10 @@ def evaluate(
                 eval_cfg.split,
             )
             lm = load_head(cfg.model, folder)
+            overrides = (eval_cfg.get("policy_overrides") or {}).get(head) or {}
+            role = build(cfg.policy, **overrides) if overrides else parts.policy
+            role.prepare(lm, rows)
+            scorer = GreedyScorer(parts.sampler, role, parts.reward)
             records, summaries[head] = score_head(
                 head, lm, scorer, rows, eval_cfg.batch_size, extract
             )
@@ -113,10 +119,12 @@ def evaluate(
 
 def summary_table(summaries: dict[str, dict[str, float]]) -> str:
     """The summaries as an aligned text table, one row per head."""
-    names = list(next(iter(summaries.values())))
-    lines = ["head".ljust(8) + "".join(name[:12].rjust(13) for name in names)]
+    names = list(dict.fromkeys(name for summary in summaries.values() for name in summary))
+    width = max(8, *(len(head) + 1 for head in summaries))
+    lines = ["head".ljust(width) + "".join(name[-12:].rjust(13) for name in names)]
     for head, summary in summaries.items():
-        lines.append(head.ljust(8) + "".join(f"{summary[name]:13.3f}" for name in names))
+        values = (summary.get(name, float("nan")) for name in names)
+        lines.append(head.ljust(width) + "".join(f"{value:13.3f}" for value in values))
     return "\n".join(lines)
 
 

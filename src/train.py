@@ -1,7 +1,8 @@
 """Hydra entry point: `python -m src.train [overrides]` runs one GRPO experiment.
 
-compose config -> data -> role, reward, sampler -> (cached) SFT warm start -> model ->
-GRPO fit with held-out evaluation before, during and after -> MLflow holds the record.
+compose config -> data -> role, reward, sampler -> (cached) SFT warm start -> model -> the
+role's preparation (plans, passages) -> GRPO fit with held-out evaluation before, during and
+after -> MLflow holds the record. `dry_run=true` stops after one rollout, before any update.
 """
 
 from __future__ import annotations
@@ -14,7 +15,8 @@ import lightning as L
 from omegaconf import DictConfig
 
 from src.runs.cli import run_cli
-from src.runs.parts import build_run_parts
+from src.runs.dry_run import dry_run
+from src.runs.parts import build_run_parts, load_reference, log_figures
 from src.runs.record import recorded_run
 from src.runs.resume import resume_point
 from src.sft.warm_start import use_warm_start, warm_start
@@ -29,13 +31,23 @@ def train(cfg: DictConfig, tags: dict[str, str] | None = None) -> dict[str, floa
     resume = resume_point(cfg)  # ckpt_path: a checkpoint, a run folder or `last`
     parts = build_run_parts(cfg, resume)  # bad data fails here, before any model loads
     datamodule, loggers = parts.datamodule, parts.loggers
+    tags = {**(tags or {}), **({"dry_run": "true"} if cfg.get("dry_run") else {})}
     with recorded_run(loggers, cfg, tags, datamodule.report):
-        if cfg.sft.enabled:
+        if cfg.sft.enabled and not cfg.get("dry_run"):
             folder = warm_start(cfg, datamodule, parts.policy, parts.reward, parts.sampler, loggers)
             use_warm_start(cfg, folder)
         lm = build(cfg.model)
+        rows = datamodule.train_rows + datamodule.val_rows
+        log_figures(loggers, parts.policy.prepare(lm, rows))  # e.g. plans, once and cached
+        if cfg.get("dry_run"):
+            return dry_run(parts, lm, cfg.algo.group_size)
         module = build(
-            cfg.algo, lm=lm, sampler=parts.sampler, policy=parts.policy, reward=parts.reward
+            cfg.algo,
+            lm=lm,
+            sampler=parts.sampler,
+            policy=parts.policy,
+            reward=parts.reward,
+            reference=load_reference(cfg),  # algo.ref_model_path; None: the initial policy
         )
         callbacks = [build(callback) for callback in cfg.get("callbacks", {}).values()]
         trainer: L.Trainer = build(cfg.trainer, logger=loggers, callbacks=callbacks)
@@ -59,7 +71,8 @@ def main(cfg: DictConfig) -> Any:
     """Command-line entry; returns the optimized metric for hyperparameter sweepers. In a
     multirun, a failing job is recorded and returns None, and the sweep goes on."""
     with sweep_job(cfg):
-        return optimized_value(cfg, train(cfg))
+        metrics = train(cfg)
+        return None if cfg.get("dry_run") else optimized_value(cfg, metrics)
     return None
 
 

@@ -39,6 +39,10 @@ STEP_METRICS = [
     "skipped_steps",
     "rewards/accuracy/errors",
     "learning_rate",
+    "timing/sampling",
+    "timing/reward",
+    "timing/log_probs",
+    "timing/update",
 ]
 
 

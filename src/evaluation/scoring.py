@@ -13,6 +13,7 @@ from rich.progress import Progress
 
 from src.evaluation.greedy import GreedyScorer
 from src.model.network import PolicyNetwork
+from src.policy.episode import detail_means
 
 Extractor = Callable[[str], str | None]
 
@@ -26,8 +27,10 @@ def score_head(
     extract: Extractor | None = None,
     answer_field: str = "answer",
 ) -> tuple[list[dict[str, Any]], dict[str, float]]:
-    """Greedy-decode every row with `network`; return per-row records and mean scores."""
+    """Greedy-decode every row with `network`; return per-row records (with what the role did,
+    e.g. a rewriter's queries and documents) and mean scores (and `role/<key>` means)."""
     records: list[dict[str, Any]] = []
+    details: list[dict[str, Any]] = []
     scorer.means()  # start from nothing
     with Progress(transient=True) as progress:
         task = progress.add_task(f"eval {head}", total=len(rows))
@@ -48,9 +51,12 @@ def score_head(
                         "completion_tokens": int(lengths[i]),
                         "reward": float(episode.rewards[i]),
                         **{name: float(part[i]) for name, part in episode.reward_parts.items()},
+                        **episode.details[i],
                     }
                 )
+            details += episode.details
             progress.update(task, advance=len(batch))
     count = len(records)
     tokens = sum(record["completion_tokens"] for record in records) / count if count else 0.0
-    return records, {"rows": float(count), **scorer.means(), "completion_tokens": tokens}
+    summary = {"rows": float(count), **scorer.means(), "completion_tokens": tokens}
+    return records, {**summary, **detail_means(details)}

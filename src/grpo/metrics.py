@@ -3,12 +3,13 @@ pure functions of an episode."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import torch
 from torch import Tensor
 
-from src.policy.episode import Episode
+from src.policy.episode import Episode, detail_means
 
 
 def rollout_metrics(episode: Episode, group_size: int) -> dict[str, float]:
@@ -36,13 +37,15 @@ def rollout_metrics(episode: Episode, group_size: int) -> dict[str, float]:
         metrics[f"rewards/{name}/mean"] = float(scores.mean())
         metrics[f"rewards/{name}/std"] = float(scores.std())
         metrics[f"rewards/{name}/errors"] = float(episode.reward_errors[name])
+    metrics.update(detail_means(episode.details))
     return metrics
 
 
 def sample_rows(
     episode: Episode, advantages: Tensor, group_size: int, step: int
 ) -> list[dict[str, Any]]:
-    """One row per completion: step, prompt, completion, total reward, each part, advantage."""
+    """One row per completion: step, prompt, completion, total reward, each part, advantage,
+    and what the role did (its details)."""
     rows = []
     for i, completion in enumerate(episode.rollout.completions):
         prompt = episode.prompts[i // group_size]
@@ -50,5 +53,13 @@ def sample_rows(
         row["reward"] = float(episode.rewards[i])
         row.update({name: float(scores[i]) for name, scores in episode.reward_parts.items()})
         row["advantage"] = float(advantages[i])
+        row.update({key: table_value(value) for key, value in episode.details[i].items()})
         rows.append(row)
     return rows
+
+
+def table_value(value: Any) -> Any:
+    """A detail as a table cell: numbers and text as they are, lists and dicts as JSON text."""
+    if value is None or isinstance(value, str | int | float | bool):
+        return value
+    return json.dumps(value, ensure_ascii=False, default=str)

@@ -20,9 +20,9 @@ from torch import Tensor
 from src.evaluation.greedy import GreedyScorer
 from src.grpo.metrics import rollout_metrics, sample_rows
 from src.grpo.nonfinite import NonFiniteGuard
-from src.grpo.objective import group_advantages, grpo_loss, to_whole_batch
+from src.grpo.objective import group_advantages, grpo_loss, keep_top_k, to_whole_batch
 from src.grpo.reference import reference_log_probs, reference_policy
-from src.model.network import PolicyNetwork
+from src.model.network import PolicyNetwork, Scorer
 from src.policy.episode import run_episode
 from src.policy.role import Role
 from src.reward.combine import CombinedReward
@@ -30,6 +30,7 @@ from src.rollout.rollout import Rollout
 from src.rollout.sampler import Sampler
 from src.tracking.samples_table import log_samples_table
 from src.utils.rng import rng_states, set_rng_states
+from src.utils.timing import phase, phase_timer
 
 # Checkpoints taken after the step's updates are exactly what resuming needs.
 warnings.filterwarnings("ignore", message="Using ModelCheckpoint with manual optimization")
@@ -63,6 +64,9 @@ class GRPOModule(L.LightningModule):
         samples_every_n_steps: int = 50,
         skip_zero_advantage: bool = True,
         max_nonfinite_steps: int = 3,
+        top_k_ratio: float = 1.0,
+        ref_model_path: str | None = None,
+        reference: Scorer | None = None,
     ) -> None:
         super().__init__()
         self.automatic_optimization = False
@@ -85,7 +89,15 @@ class GRPOModule(L.LightningModule):
         self.samples_every_n_steps = samples_every_n_steps
         self.skip_zero_advantage = skip_zero_advantage
         self.nonfinite = NonFiniteGuard(max_nonfinite_steps)
-        self.reference = reference_policy(lm, kl_beta)  # taken before any update
+        self.top_k_ratio = top_k_ratio
+        if ref_model_path is not None and reference is None:
+            raise ValueError(
+                "algo.ref_model_path is loaded by src.train; pass the loaded model as `reference`"
+            )
+        # taken before any update: the initial policy, or the model loaded from ref_model_path
+        self.reference = (
+            reference if kl_beta != 0.0 and reference is not None else reference_policy(lm, kl_beta)
+        )
         self.scorer = GreedyScorer(sampler, policy, reward)  # held-out evaluation
         self.num_tokens = 0
         self.restored_rng: dict[str, Any] | None = None  # from a checkpoint, set at train start
@@ -124,19 +136,29 @@ class GRPOModule(L.LightningModule):
         }
 
     def training_step(self, batch: list[dict[str, Any]], batch_idx: int) -> None:
+        with phase_timer() as timer:
+            self.grpo_step(batch, timer.metrics)
+
+    def grpo_step(
+        self, batch: list[dict[str, Any]], timing: Callable[[], dict[str, float]]
+    ) -> None:
+        """One rollout and its updates; `timing` gives the seconds per phase so far
+        (`timing/<phase>`), logged with each update's metrics."""
         started = time.perf_counter()
         episode = run_episode(
             self.lm, self.sampler, self.policy, self.reward, batch, self.group_size
         )
         rollout = episode.rollout
-        advantages = group_advantages(episode.rewards, self.group_size, self.scale_rewards).to(
-            self.device
-        )
+        advantages = group_advantages(episode.rewards, self.group_size, self.scale_rewards)
+        if self.top_k_ratio < 1.0:
+            advantages = keep_top_k(advantages, episode.rewards, self.group_size, self.top_k_ratio)
+        advantages = advantages.to(self.device)
         old_logps = None
-        if self.num_iterations > 1:
-            with torch.no_grad():
-                old_logps = self.lm.log_probs(rollout, self.temperature)[0]
-        ref_logps = reference_log_probs(self.reference, rollout, self.temperature)
+        with phase("log_probs"):
+            if self.num_iterations > 1:
+                with torch.no_grad():
+                    old_logps = self.lm.log_probs(rollout, self.temperature)[0]
+            ref_logps = reference_log_probs(self.reference, rollout, self.temperature)
         statistics = rollout_metrics(episode, self.group_size)
         self.num_tokens += int(rollout.prompt_mask.sum() + rollout.completion_mask.sum())
 
@@ -145,22 +167,28 @@ class GRPOModule(L.LightningModule):
         for _ in range(self.num_iterations):
             if self.global_step >= self.trainer.max_steps > 0:
                 break  # max_steps falls inside this rollout's updates
-            loss, loss_metrics = self.policy_loss(rollout, advantages, old_logps, ref_logps)
-            optimizer.zero_grad()
-            grad_norm = torch.tensor(float("nan"))
-            if torch.isfinite(loss):
-                self.manual_backward(loss)
-                grad_norm = self.clipped_gradient_norm(optimizer)
-            if not (torch.isfinite(loss) and torch.isfinite(grad_norm)):
-                optimizer.zero_grad()  # the weights and optimizer state stay as they were
+            with phase("log_probs"):
+                loss, loss_metrics = self.policy_loss(rollout, advantages, old_logps, ref_logps)
+            with phase("update"):
+                optimizer.zero_grad()
+                grad_norm = torch.tensor(float("nan"))
+                if torch.isfinite(loss):
+                    self.manual_backward(loss)
+                    grad_norm = self.clipped_gradient_norm(optimizer)
+                finite = bool(torch.isfinite(loss) and torch.isfinite(grad_norm))
+                if finite:
+                    learning_rate = optimizer.param_groups[0]["lr"]
+                    optimizer.step()
+                    if scheduler is not None:
+                        scheduler.step()
+                else:
+                    optimizer.zero_grad()  # the weights and optimizer state stay as they were
+            if not finite:
                 self.nonfinite.skip(self.global_step + 1, float(loss.detach()), float(grad_norm))
                 continue
             self.nonfinite.passed()
-            learning_rate = optimizer.param_groups[0]["lr"]
-            optimizer.step()
-            if scheduler is not None:
-                scheduler.step()
             metrics = {
+                **timing(),
                 **statistics,
                 **{name: float(value) for name, value in loss_metrics.items()},
                 "loss": float(loss.detach()),

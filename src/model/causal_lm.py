@@ -32,8 +32,8 @@ DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch
 
 
 class CausalLM(nn.Module):
-    """A causal LM with its tokenizer, a `PolicyNetwork`: the trained network of the generator
-    and reader roles."""
+    """A causal LM with its tokenizer, an `AdaptedNetwork`: the trained network of the generator,
+    rewriter and reader roles."""
 
     def __init__(
         self, network: PreTrainedModel, tokenizer: Any, max_prompt_length: int | None = None
@@ -152,9 +152,51 @@ class CausalLM(nn.Module):
             input_ids, mask, sequences.completion_ids.size(1), temperature, with_entropy
         )
 
+    @torch.no_grad()
+    def continuation_scores(self, context: str, continuations: list[str]) -> list[float]:
+        """Mean log-prob per token of each continuation after `context` (e.g. the options of a
+        question after the documents): the context runs once and its key/value cache serves
+        every continuation, so scoring four options costs little more than reading once."""
+        device = self.network.device
+        context_ids = self.tokenizer(context, add_special_tokens=False, return_tensors="pt")
+        context_ids = context_ids["input_ids"][:, -(self.max_prompt_length or 10**9) :].to(device)
+        out = self.network(input_ids=context_ids, use_cache=True)
+        options = [
+            self.tokenizer(text, add_special_tokens=False)["input_ids"]
+            or [self.tokenizer.eos_token_id]
+            for text in continuations
+        ]
+        width = max(len(ids) for ids in options)
+        ids = torch.full((len(options), width), self.tokenizer.pad_token_id, dtype=torch.long)
+        mask = torch.zeros((len(options), width), dtype=torch.long)
+        for i, row in enumerate(options):
+            ids[i, : len(row)] = torch.tensor(row)
+            mask[i, : len(row)] = 1
+        ids, mask = ids.to(device), mask.to(device)
+        past = out.past_key_values
+        past.batch_repeat_interleave(len(options))
+        context_mask = torch.ones(
+            (len(options), context_ids.size(1)), dtype=torch.long, device=device
+        )
+        logits = self.network(
+            input_ids=ids,
+            attention_mask=torch.cat([context_mask, mask], dim=1),
+            past_key_values=past,
+            use_cache=False,
+        ).logits
+        first = out.logits[:, -1:, :].expand(len(options), 1, -1)
+        logits = torch.cat([first, logits[:, :-1, :]], dim=1).float()
+        logps = torch.log_softmax(logits, dim=-1).gather(-1, ids.unsqueeze(-1)).squeeze(-1)
+        weights = mask.to(logps.dtype)
+        return ((logps * weights).sum(dim=1) / weights.sum(dim=1)).tolist()
+
     @contextlib.contextmanager
     def adapter_disabled(self) -> Iterator[None]:
-        """Run the base model under a LoRA network: the reference policy, at no memory cost."""
+        """Run the base model under a LoRA network (the reference policy, a rewriter's frozen
+        planner and generator) at no memory cost; without an adapter the network is its base."""
+        if not self.uses_lora:
+            yield
+            return
         with self.network.disable_adapter():
             yield
 

@@ -7,6 +7,7 @@ modules call only these, so a new kind of network plugs in without an edit to `s
 
 from __future__ import annotations
 
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -57,4 +58,19 @@ class PolicyNetwork(Scorer, Protocol):
 
     def save(self, path: str | Path, merge: bool = True) -> Path:
         """Write a folder the model config can load again; return it."""
+        ...
+
+
+class AdaptedNetwork(PolicyNetwork, Protocol):
+    """A trained adapter on a frozen base: roles that run frozen models (a rewriter's planner
+    and generator) use the base, inside `adapter_disabled`, to write or to pick an option."""
+
+    def continuation_scores(self, context: str, continuations: list[str]) -> list[float]:
+        """Mean log-prob per token of each continuation after `context` (how a frozen generator
+        picks an option), without gradient."""
+        ...
+
+    def adapter_disabled(self) -> AbstractContextManager[None]:
+        """Within the block the network computes as its base model (the adapter off); a network
+        without an adapter is its own base."""
         ...

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from src.model.network import PolicyNetwork
+from src.policy.role import Outcomes
 from src.utils.errors import ConfigError
 
 
@@ -96,6 +98,15 @@ class Generator:
         targets = [self._fill(self.sft_target, row, "sft_target") for row in rows]
         return [target.removeprefix(self.response_prefix) for target in targets]
 
-    def outcomes(self, completions: list[str], rows: list[dict[str, Any]]) -> list[str]:
+    def prepare(self, network: PolicyNetwork, rows: list[dict[str, Any]]) -> dict[str, float]:
+        """Nothing to prepare: the prompt is the template alone."""
+        return {}
+
+    def outcomes(
+        self,
+        completions: list[str],
+        rows: list[dict[str, Any]],
+        network: PolicyNetwork | None = None,
+    ) -> Outcomes:
         """What the reward scores: the answer as a whole, response prefix included."""
-        return [self.response_prefix + completion for completion in completions]
+        return Outcomes([self.response_prefix + completion for completion in completions])

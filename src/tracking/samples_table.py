@@ -13,7 +13,8 @@ def log_samples_table(loggers: Iterable[Any], rows: list[dict[str, Any]], step: 
     the MLflow UI shows under the run's artifacts, to every MLflow logger."""
     if not rows:
         return
-    columns = {key: [row[key] for row in rows] for key in rows[0]}
+    keys = list(dict.fromkeys(key for row in rows for key in row))  # rows may differ in keys
+    columns = {key: [row.get(key) for row in rows] for key in keys}
     for logger in mlflow_loggers(loggers):
         logger.experiment.log_table(
             logger.run_id, data=columns, artifact_file=f"samples/step_{step:06d}.json"

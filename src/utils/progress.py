@@ -1,11 +1,16 @@
-"""A rich progress bar that counts optimizer steps instead of epochs."""
+"""Progress bars: a rich bar that counts optimizer steps instead of epochs, and one for work
+done before training."""
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Iterator, Sequence
+from typing import Any, TypeVar
 
 import lightning as L
 from lightning.pytorch.callbacks import RichProgressBar
+from rich.progress import Progress
+
+T = TypeVar("T")
 
 
 class StepProgressBar(RichProgressBar):
@@ -22,3 +27,13 @@ class StepProgressBar(RichProgressBar):
         metrics = super().get_metrics(trainer, pl_module)
         metrics.pop("v_num", None)
         return metrics
+
+
+def progress_steps(items: Sequence[T], label: str) -> Iterator[T]:
+    """Iterate over `items` behind a transient progress bar named `label` (for work before
+    training, e.g. a planner's pass over the questions)."""
+    with Progress(transient=True) as progress:
+        task = progress.add_task(label, total=len(items))
+        for item in items:
+            yield item
+            progress.advance(task)

@@ -5,7 +5,7 @@ import math
 import pytest
 import torch
 
-from src.grpo.objective import group_advantages, grpo_loss, per_token_kl
+from src.grpo.objective import group_advantages, grpo_loss, keep_top_k, per_token_kl
 
 REWARDS = torch.tensor([1.0, 0.0, 0.0, 0.0, 1.0, 1.0, 1.0, 1.0])
 
@@ -276,3 +276,102 @@ def test_each_loss_type_matches_the_objective_token_by_token(loss_type):
     }
     for other, other_value in others.items():
         assert other_value.item() != pytest.approx(value.item(), rel=1e-3), other
+
+
+# --------------------------------------------------------------------------- keep_top_k (top_k_ratio)
+
+
+def test_keep_top_k_keeps_the_best_half_of_a_group():
+    rewards = torch.tensor([0.1, 0.9, 0.5, 0.9])
+    advantages = torch.tensor([-1.0, 2.0, 0.5, 3.0])
+    # ceil(0.5 * 4) = 2: the two 0.9s, completions 1 and 3.
+    assert keep_top_k(advantages, rewards, 4, 0.5).tolist() == [0.0, 2.0, 0.0, 3.0]
+
+
+def test_keep_top_k_works_group_by_group():
+    rewards = torch.tensor([0.1, 0.9, 0.5, 0.2, 5.0, -1.0, 0.0, 4.0])
+    advantages = torch.arange(1.0, 9.0)
+    # ceil(0.25 * 4) = 1 per group: completion 1 of group 0, completion 0 of group 1.
+    kept = keep_top_k(advantages, rewards, 4, 0.25)
+    assert kept.tolist() == [0.0, 2.0, 0.0, 0.0, 5.0, 0.0, 0.0, 0.0]
+    # ceil(0.75 * 4) = 3 per group: each group's lowest reward loses its advantage.
+    kept = keep_top_k(advantages, rewards, 4, 0.75)
+    assert kept.tolist() == [0.0, 2.0, 3.0, 4.0, 5.0, 0.0, 7.0, 8.0]
+
+
+def test_keep_top_k_ratio_one_returns_the_advantages_unchanged():
+    advantages = torch.tensor([0.3, -0.3, 1.0, -1.0])
+    kept = keep_top_k(advantages, torch.tensor([2.0, 1.0, 4.0, 3.0]), 2, 1.0)
+    assert kept is advantages
+
+
+def test_keep_top_k_ties_go_to_the_earlier_completion():
+    advantages = torch.tensor([1.0, 2.0, 3.0, 4.0, 5.0, 6.0])
+    rewards = torch.tensor([1.0, 1.0, 1.0, 0.0, 2.0, 2.0])
+    # G = 3, ceil(0.5 * 3) = 2: group 0 is all tied (completions 0 and 1 win); in group 1 the
+    # two 2.0s win.
+    assert keep_top_k(advantages, rewards, 3, 0.5).tolist() == [1.0, 2.0, 0.0, 0.0, 5.0, 6.0]
+    # ceil(1/3 * 3) = 1: of the tied 2.0s, the earlier (completion 1 of group 1) wins.
+    assert keep_top_k(advantages, rewards, 3, 1 / 3).tolist() == [1.0, 0.0, 0.0, 0.0, 5.0, 0.0]
+
+
+def test_keep_top_k_tiny_ratio_keeps_one_and_decimal_ratios_are_exact():
+    rewards = torch.tensor([0.1, 0.9, 0.5, 0.2])
+    kept = keep_top_k(torch.ones(4), rewards, 4, 0.01)
+    assert kept.tolist() == [0.0, 1.0, 0.0, 0.0]
+    # 0.3 * 10 is 3.0000000000000004 in floats; the ratio as written keeps 3, not 4.
+    kept = keep_top_k(torch.ones(10), torch.arange(10.0), 10, 0.3)
+    assert kept.tolist() == [0.0] * 7 + [1.0] * 3
+
+
+@pytest.mark.parametrize("ratio", [0.0, -0.5, 1.5, math.nan])
+def test_keep_top_k_rejects_a_ratio_outside_zero_one(ratio):
+    with pytest.raises(ValueError, match=r"ratio must be in \(0, 1\]"):
+        keep_top_k(torch.ones(4), torch.ones(4), 4, ratio)
+
+
+def test_keep_top_k_rejects_bad_shapes():
+    with pytest.raises(ValueError, match="divisible"):
+        keep_top_k(torch.ones(6), torch.ones(6), 4, 0.5)
+    with pytest.raises(ValueError, match="divisible"):
+        keep_top_k(torch.ones(4), torch.ones(8), 4, 0.5)
+
+
+# --------------------------------------------------------------------------- algo=reinforce
+
+
+@pytest.mark.parametrize("loss_type", ["grpo", "bnpo", "dr_grpo", "dapo"])
+def test_infinite_epsilons_never_clip_and_stay_finite(loss_type):
+    # algo=reinforce sets both epsilons to inf: clamp(ratio, -inf, inf) is the ratio itself.
+    old = torch.zeros(2, 3)
+    ratios = torch.tensor([[5.0, 0.01, 1.0], [0.01, 5.0, 1.0]])
+    logps = torch.log(ratios).requires_grad_()
+    inf = (math.inf, math.inf)
+    value, metrics = loss(logps, ADV, MASK, loss_type, old=old, eps=inf, max_len=3)
+    # The same as clipping at +-1e30, i.e. the unclipped surrogate -ratio * A ...
+    expected = reference_loss(logps.detach(), old, old, ADV, MASK, 0.0, 1e30, 1e30, loss_type, 3)
+    assert math.isfinite(value.item())
+    assert value.item() == pytest.approx(float(expected))
+    if loss_type == "grpo":
+        # ... by hand: row 0 (A = 1) -(5 + 0.01) / 2, row 1 (A = -1) 0.01; mean of the rows.
+        assert value.item() == pytest.approx((-(5 + 0.01) / 2 + 0.01) / 2)
+    assert {k: v.item() for k, v in metrics.items()} == {
+        "kl": 0.0,
+        "clip_ratio/low_mean": 0.0,
+        "clip_ratio/high_mean": 0.0,
+        "clip_ratio/region_mean": 0.0,
+    }
+    value.backward()
+    assert torch.isfinite(logps.grad).all()
+    # Every unpadded token keeps the policy gradient -A * ratio (scaled by the aggregation).
+    assert (logps.grad[MASK == 1] != 0).all()
+    # With one update per rollout (old None) it is the plain policy gradient, as with clipping.
+    plain = torch.zeros(2, 3, requires_grad=True)
+    value, metrics = loss(plain, ADV, MASK, loss_type, eps=inf, max_len=3)
+    clipped = torch.zeros(2, 3, requires_grad=True)
+    reference, _ = loss(clipped, ADV, MASK, loss_type, max_len=3)
+    value.backward()
+    reference.backward()
+    assert value.item() == pytest.approx(reference.item())
+    assert torch.allclose(plain.grad, clipped.grad)
+    assert metrics["clip_ratio/region_mean"].item() == 0.0

@@ -10,7 +10,7 @@ def test_template_fills_row_fields():
     rows = [{"question": "What is 1 + 1?", "answer": "2"}]
     assert role.prompts(rows) == ["What is 1 + 1?\nAnswer:"]
     assert role.sft_targets(rows) == [" 2"]
-    assert role.outcomes([" 2"], rows) == [" 2"]
+    assert role.outcomes([" 2"], rows).texts == [" 2"]
 
 
 def test_missing_field_names_the_setting():
@@ -32,7 +32,7 @@ def test_response_prefix_ends_prompts_and_starts_outcomes():
     rows = [{"question": "Q?", "answer": "A"}]
     assert role.prompts(rows) == ["Q?<think>\n"]
     assert role.sft_targets(rows) == ["A</think>"]  # the prompt already holds the prefix
-    assert role.outcomes(["x</think>"], rows) == ["<think>\nx</think>"]
+    assert role.outcomes(["x</think>"], rows).texts == ["<think>\nx</think>"]
 
 
 def test_auto_chat_template_falls_back_to_plain_text(tiny_lm):

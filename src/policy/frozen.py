@@ -1,0 +1,54 @@
+"""The frozen base of an adapted network at work inside a role: greedy generation (a planner, a
+generator that writes its answer) and picking an option by likelihood (a generator that
+chooses). Generation is batched over everything asked at once; identical prompts run once;
+a context is read once for all its options (its key/value cache is shared)."""
+
+from __future__ import annotations
+
+from collections.abc import Hashable
+from typing import TypeVar
+
+import torch
+
+from src.model.network import AdaptedNetwork
+from src.rollout.sampler import Sampler
+
+T = TypeVar("T", bound=Hashable)
+
+
+def unique(items: list[T]) -> tuple[list[T], list[int]]:
+    """The distinct items in first-seen order, and each item's index among them."""
+    index: dict[T, int] = {}
+    positions = [index.setdefault(item, len(index)) for item in items]
+    return list(index), positions
+
+
+@torch.no_grad()
+def frozen_generate(
+    network: AdaptedNetwork, sampler: Sampler, prompts: list[str], batch_size: int = 16
+) -> list[str]:
+    """The base model's greedy completion of each prompt (adapter off)."""
+    distinct, positions = unique(prompts)
+    answers: list[str] = []
+    with network.adapter_disabled():
+        for start in range(0, len(distinct), batch_size):
+            batch = distinct[start : start + batch_size]
+            answers += sampler.sample(network, batch, 1, greedy=True).completions
+    return [answers[i] for i in positions]
+
+
+@torch.no_grad()
+def frozen_choice(
+    network: AdaptedNetwork, contexts: list[str], options: list[list[str]]
+) -> list[int]:
+    """For each context, the index of the option the base model finds likeliest as its
+    continuation: mean log-prob per option token (length-normalised, so long options are not
+    penalised), adapter off. Options are scored as written; prefix them with a space."""
+    asked = [(context, tuple(choices)) for context, choices in zip(contexts, options, strict=True)]
+    distinct, positions = unique(asked)
+    chosen = []
+    with network.adapter_disabled():
+        for context, choices in distinct:
+            scores = network.continuation_scores(context, list(choices))
+            chosen.append(max(range(len(scores)), key=scores.__getitem__))
+    return [chosen[i] for i in positions]

@@ -1,0 +1,225 @@
+"""The rewriter role: a trained adapter writes search queries; the frozen base plans before
+training, and answers from the documents the queries retrieve; the answer is the outcome.
+
+    question + options --frozen planner--> plan (once, cached on disk)
+    question + options + plan --trained rewriter--> up to `num_queries` queries
+    queries --retriever--> each query's top `query_k`, merged to `k` documents
+    documents + question + options --frozen generator--> the answer letter (the outcome)
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any
+
+from src.model.network import AdaptedNetwork
+from src.policy.frozen import frozen_choice, frozen_generate
+from src.policy.generator import Generator
+from src.policy.plans import PlanCache, read_plan
+from src.policy.queries import parse_queries
+from src.policy.role import Outcomes
+from src.retrieval.hit import Hit, documents_text, merge_hits
+from src.retrieval.retriever import Retriever
+from src.rollout.sampler import Sampler
+from src.utils.errors import ConfigError
+from src.utils.progress import progress_steps
+from src.utils.timing import phase
+
+log = logging.getLogger(__name__)
+LETTERS = "ABCD"
+QUERY_SOURCES = ("rewriter", "question")
+ANSWER_MODES = ("likelihood", "generate")
+
+
+class Rewriter(Generator):
+    """Trains the query rewriter of a retrieve-then-answer pipeline whose other parts are frozen.
+
+    The prompt pattern (`template`, chat template, few-shot `examples`, `response_prefix`) is the
+    generator's, over the row's fields plus `plan`. `answer_mode` says how the frozen generator
+    answers: `likelihood` picks the option whose text is likeliest after the documents and the
+    question (robust for small models), `generate` writes greedily and the first option letter
+    in its text is the answer. `query_source=question` skips the rewriter's queries and searches
+    with the question itself (the no-rewriter baseline of `python -m src.eval`).
+    """
+
+    def __init__(
+        self,
+        retriever: Retriever,
+        planner: Sampler,
+        answerer: Sampler,
+        plan_template: str,
+        answer_template: str,
+        plan_cache_dir: str,
+        plan_model: str,
+        document_template: str = "[{rank}] {title}: {content}",
+        num_queries: int = 3,
+        query_k: int = 3,
+        k: int = 3,
+        answer_mode: str = "likelihood",
+        query_source: str = "rewriter",
+        frozen_batch_size: int = 16,
+        **generator: Any,
+    ) -> None:
+        super().__init__(**generator)
+        if answer_mode not in ANSWER_MODES:
+            raise ConfigError(
+                f"policy.answer_mode must be one of {ANSWER_MODES}, got {answer_mode!r}"
+            )
+        if query_source not in QUERY_SOURCES:
+            raise ConfigError(
+                f"policy.query_source must be one of {QUERY_SOURCES}, got {query_source!r}"
+            )
+        for key, value in (("num_queries", num_queries), ("query_k", query_k), ("k", k)):
+            if value < 1:
+                raise ConfigError(f"policy.{key} must be >= 1, got {value}")
+        self.retriever = retriever
+        self.planner = planner
+        self.answerer = answerer
+        self.plan_template = plan_template
+        self.answer_template = answer_template
+        self.document_template = document_template
+        self.plan_cache_dir = plan_cache_dir
+        self.plan_model = plan_model
+        self.num_queries = num_queries
+        self.query_k = query_k
+        self.k = k
+        self.answer_mode = answer_mode
+        self.query_source = query_source
+        self.frozen_batch_size = frozen_batch_size
+
+    # ----------------------------------------------------------------------------- plans
+    def prepare(self, network: AdaptedNetwork, rows: list[dict[str, Any]]) -> dict[str, float]:
+        """Give every row its `plan`: from the cache, or from the frozen planner in batches (then
+        cached). Returns the cache hits, the plans generated, those not JSON, and the seconds."""
+        started = time.perf_counter()
+        cache = PlanCache(self.plan_cache_dir, self.plan_model, self.plan_template)
+        questions = [self._fill(self.plan_template, row, "plan_template") for row in rows]
+        missing = list(dict.fromkeys(q for q in questions if cache.get(q) is None))
+        hits = len(questions) - sum(cache.get(q) is None for q in questions)
+        if missing:
+            log.info("Planning %d questions with the frozen planner", len(missing))
+            plans: dict[str, str] = {}
+            for start in progress_steps(range(0, len(missing), self.frozen_batch_size), "plans"):
+                batch = missing[start : start + self.frozen_batch_size]
+                texts = frozen_generate(network, self.planner, batch, self.frozen_batch_size)
+                plans.update(zip(batch, texts, strict=True))
+                cache.add(dict(zip(batch, texts, strict=True)))  # kept if the run stops
+        not_json = 0
+        for row, question in zip(rows, questions, strict=True):
+            row["plan"], is_json = read_plan(cache.get(question) or "")
+            not_json += not is_json
+        seconds = time.perf_counter() - started
+        log.info(
+            "Plans: %d of %d from the cache (%s), %d generated, %d not JSON (used as text), %.1f s",
+            hits,
+            len(rows),
+            cache.path,
+            len(missing),
+            not_json,
+            seconds,
+        )
+        if not_json:
+            log.warning(
+                "%d of %d plans are not JSON; the rewriter sees their text as the plan",
+                not_json,
+                len(rows),
+            )
+        return {
+            "planner/cache_hits": float(hits),
+            "planner/generated": float(len(missing)),
+            "planner/not_json": float(not_json),
+            "timing/planner": seconds,
+        }
+
+    def sft_targets(self, rows: list[dict[str, Any]]) -> list[str]:
+        """There are no gold queries to teach."""
+        raise ConfigError(
+            "policy=rewriter has no supervised targets (there are no gold queries); "
+            "set sft.enabled=false"
+        )
+
+    # ----------------------------------------------------------------------------- outcomes
+    def outcomes(
+        self, completions: list[str], rows: list[dict[str, Any]], network: AdaptedNetwork
+    ) -> Outcomes:
+        """Queries from each completion, documents for them, and the frozen generator's answer
+        letter from those documents; a completion with no readable query gets no documents
+        and the empty answer (a reward of 0), never an error."""
+        queries = [
+            self.queries(completion, row) for completion, row in zip(completions, rows, strict=True)
+        ]
+        with phase("retrieval"):
+            documents = self.retrieve(queries)
+        answerable = [i for i, found in enumerate(documents) if found]
+        letters = [""] * len(completions)
+        with phase("frozen_generation"):
+            answers = self.answer(
+                [rows[i] for i in answerable], [documents[i] for i in answerable], network
+            )
+        for i, letter in zip(answerable, answers, strict=True):
+            letters[i] = letter
+        details = []
+        for row, asked, found, letter in zip(rows, queries, documents, letters, strict=True):
+            gold_text = str(row.get("answer_text") or "").lower()
+            details.append(
+                {
+                    "queries": asked,
+                    "documents": [hit.document.id for hit in found],
+                    "titles": [hit.document.title for hit in found],
+                    "answer": letter,
+                    "num_queries": len(asked),
+                    "no_queries": not asked,
+                    "gold_retrieved": bool(gold_text)
+                    and any(gold_text in hit.document.content.lower() for hit in found),
+                }
+            )
+        return Outcomes(letters, details)
+
+    def queries(self, completion: str, row: dict[str, Any]) -> list[str]:
+        """The queries a completion asks (or the question, with `query_source=question`)."""
+        if self.query_source == "question":
+            return [str(row["question"])]
+        return parse_queries(self.response_prefix + completion, self.num_queries)
+
+    def retrieve(self, queries: list[list[str]]) -> list[list[Hit]]:
+        """Every completion's documents: one batched search over all queries, then each
+        completion's queries' top `query_k` merged to `k`."""
+        flat = [query for asked in queries for query in asked]
+        found = self.retriever.search(flat, self.query_k) if flat else []
+        documents, at = [], 0
+        for asked in queries:
+            documents.append(merge_hits(found[at : at + len(asked)], self.k))
+            at += len(asked)
+        return documents
+
+    def answer(
+        self, rows: list[dict[str, Any]], documents: list[list[Hit]], network: AdaptedNetwork
+    ) -> list[str]:
+        """The frozen generator's answer letter for each row from its documents."""
+        if not rows:
+            return []
+        prompts = [
+            self._fill(
+                self.answer_template,
+                {**row, "documents": documents_text(found, self.document_template)},
+                "answer_template",
+            )
+            for row, found in zip(rows, documents, strict=True)
+        ]
+        if self.answer_mode == "likelihood":
+            options = [[" " + str(row["options"][letter]) for letter in LETTERS] for row in rows]
+            chosen = frozen_choice(network, prompts, options)
+            return [LETTERS[i] for i in chosen]
+        texts = frozen_generate(network, self.answerer, prompts, self.frozen_batch_size)
+        return [first_letter(text) for text in texts]
+
+
+def first_letter(text: str) -> str:
+    """The first option letter standing alone in a generated answer ('B', 'B.', '(B)'), or ''."""
+    for token in (
+        text.replace("(", " ").replace(")", " ").replace(".", " ").replace(":", " ").split()
+    ):
+        if token in LETTERS:
+            return token
+    return ""

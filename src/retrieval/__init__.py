@@ -1,0 +1,1 @@
+"""Document retrieval over a corpus (BM25 or dense embeddings), with indexes cached on disk."""

@@ -1,0 +1,175 @@
+"""End-to-end: the rewriter and reader recipes train, dry-run and evaluate on the tiny model
+with the shipped corpus, and their caches make a second run plan nothing and index nothing."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import mlflow
+import pytest
+
+from src.eval import evaluate
+from src.runs.parts import load_reference
+from src.runs.settings import check_settings
+from src.train import train
+from src.utils.config import build
+from src.utils.errors import ConfigError, MissingFileError
+
+REWRITER = [
+    "task=medqa_rewriter",
+    "hardware=[cpu,lora]",
+    "policy.planner.max_completion_length=6",
+    "policy.num_queries=2",
+    "retrieval.k=1",
+    "algo.max_completion_length=12",
+    "trainer.max_steps=2",
+    "trainer.val_check_interval=2",
+]
+READER = [
+    "task=reader",
+    "hardware=[cpu,lora]",
+    "retrieval.k=1",
+    "algo.max_completion_length=6",
+    "trainer.max_steps=2",
+    "trainer.val_check_interval=2",
+]
+
+
+def runs(cfg) -> list[mlflow.entities.Run]:
+    client = mlflow.MlflowClient(tracking_uri=cfg.paths.mlflow_uri)
+    experiment = client.get_experiment_by_name(cfg.task_name)
+    return client.search_runs([experiment.experiment_id], order_by=["attributes.start_time ASC"])
+
+
+def history(cfg, run, name) -> dict[int, float]:
+    client = mlflow.MlflowClient(tracking_uri=cfg.paths.mlflow_uri)
+    return {m.step: m.value for m in client.get_metric_history(run.info.run_id, name)}
+
+
+@pytest.mark.slow
+def test_rewriter_trains_caches_and_evaluates_three_ways(make_cfg, tmp_path):
+    cfg = make_cfg(*REWRITER, f"save_model={tmp_path / 'rewriter'}")
+    train(cfg)
+    first = runs(cfg)[-1]
+    planned = history(cfg, first, "planner/generated")[0]
+    assert planned > 0 and history(cfg, first, "planner/cache_hits")[0] == 0
+    for name in (
+        "timing/sampling",
+        "timing/retrieval",
+        "timing/frozen_generation",
+        "timing/reward",
+        "timing/log_probs",
+        "timing/update",
+        "role/num_queries",
+        "role/gold_retrieved",
+        "rewards/accuracy/mean",
+    ):
+        assert sorted(history(cfg, first, name)) == [1, 2], name
+    assert sorted(history(cfg, first, "eval/accuracy")) == [0, 2]
+    index = next((Path(cfg.paths.cache_dir) / "retrieval").iterdir())
+    built = index.stat().st_mtime_ns
+
+    train(cfg)  # the same recipe again: plans from the cache, the index as it was
+    second = runs(cfg)[-1]
+    assert history(cfg, second, "planner/generated")[0] == 0
+    assert history(cfg, second, "planner/cache_hits")[0] == planned
+    assert [p.name for p in index.parent.iterdir()] == [index.name]
+    assert index.stat().st_mtime_ns == built
+
+    eval_cfg = make_cfg(
+        *REWRITER,
+        f"eval.adapters.grpo={tmp_path / 'rewriter'}",
+        f"eval.output_dir={tmp_path / 'eval'}",
+        "eval.max_rows=4",
+    )
+    summaries = evaluate(eval_cfg)
+    assert list(summaries) == ["question", "base", "grpo"]
+    records = [json.loads(line) for line in (tmp_path / "eval" / "eval_results.jsonl").open()]
+    assert len(records) == 3 * 4
+    for record in records:
+        assert {"queries", "documents", "answer", "accuracy"} <= set(record)
+        if record["head"] == "question":
+            assert record["queries"] == [record["question"]] and len(record["documents"]) == 1
+    assert "role/gold_retrieved" in summaries["question"]
+
+
+@pytest.mark.slow
+def test_reader_trains_with_overlap_rewards(make_cfg, tmp_path):
+    cfg = make_cfg(*READER)
+    train(cfg)
+    run = runs(cfg)[-1]
+    for name in (
+        "rewards/f1/mean",
+        "rewards/rouge_l/mean",
+        "rewards/bleu/mean",
+        "rewards/overlap/mean",
+        "timing/sampling",
+        "timing/update",
+    ):
+        assert sorted(history(cfg, run, name)) == [1, 2], name
+    for name in ("eval/overlap", "eval/f1", "eval/rouge_l", "eval/bleu"):
+        assert sorted(history(cfg, run, name)) == [0, 2], name
+    assert run.data.params["algo.top_k_ratio"] == "0.5"
+    assert run.data.tags["retriever"] == "bm25"
+
+
+@pytest.mark.parametrize("recipe", [REWRITER, READER], ids=["rewriter", "reader"])
+def test_dry_run_reports_one_rollout_and_trains_nothing(make_cfg, tmp_path, capsys, recipe):
+    cfg = make_cfg(*recipe, "dry_run=true", f"save_model={tmp_path / 'model'}")
+    figures = train(cfg)
+    report = capsys.readouterr().out
+    assert "=== dry run" in report and "shapes: prompt_ids" in report and "peak memory" in report
+    assert ("queries:" in report and "titles:" in report and "plan:" in report) == (
+        recipe is REWRITER
+    )
+    assert "timing/sampling" in figures
+    assert not (tmp_path / "model").exists()
+    run = runs(cfg)[-1]
+    assert run.data.tags["dry_run"] == "true"
+    assert "loss" not in run.data.metrics
+
+
+@pytest.mark.parametrize(
+    ("overrides", "error", "message"),
+    [
+        (["hardware=[cpu]"], ConfigError, "model.lora is null"),
+        (["sft.enabled=true"], ConfigError, "sft.enabled=false"),
+        (["algo.top_k_ratio=0"], ConfigError, "algo.top_k_ratio"),
+        (["algo.kl_beta=0", "algo.ref_model_path=/nowhere"], ConfigError, "algo.kl_beta is 0"),
+        (["algo.ref_model_path=/nowhere"], MissingFileError, "algo.ref_model_path: no saved"),
+    ],
+)
+def test_settings_that_cannot_work(make_cfg, overrides, error, message):
+    cfg = make_cfg(
+        *[o for o in REWRITER if not o.startswith("hardware")], "hardware=[cpu,lora]", *overrides
+    )
+    with pytest.raises(error, match=message):
+        check_settings(cfg)
+
+
+def test_a_retrieval_role_without_a_retriever(make_cfg):
+    cfg = make_cfg("task=medqa", "policy=reader")  # the medqa task configures no retriever
+    with pytest.raises(ConfigError, match="add retriever=bm25"):
+        check_settings(cfg)
+
+
+def test_the_kl_reference_from_a_saved_adapter(make_cfg, tmp_path):
+    cfg = make_cfg("hardware=[cpu,lora]", "algo.kl_beta=0.1")
+    saved = load_reference_source(cfg, tmp_path / "reference")
+    cfg.algo.ref_model_path = str(saved)
+    reference = load_reference(cfg)
+    assert all(not p.requires_grad for p in reference.parameters())
+    assert not reference.training
+    tensors = dict(reference.named_parameters())
+    assert any("lora_B" in name and tensors[name].abs().sum() > 0 for name in tensors)
+    assert load_reference(make_cfg("hardware=[cpu,lora]", "algo.kl_beta=0.1")) is None
+
+
+def load_reference_source(cfg, folder):
+    """A LoRA adapter with non-zero weights, saved where a trained run would leave it."""
+    lm = build(cfg.model)
+    for name, parameter in lm.named_parameters():
+        if "lora_B" in name:
+            parameter.data.fill_(0.01)
+    return lm.save(folder, merge=False)
