@@ -1,7 +1,9 @@
 """Hydra entry point: `python -m src.eval [overrides]` scores model heads on held-out rows.
 
 Heads are the base model and any saved adapters (`eval.adapters.<head>=FOLDER`), by default
-the pipeline's SFT and GRPO adapters. Every head answers greedily; `eval_results.jsonl` keeps
+the pipeline's SFT and GRPO adapters; a head may also be the base model scored with other
+policy settings (`eval.policy_overrides.<head>`, e.g. the rewriter's question-only baseline).
+Each head's role prepares the rows first (a rewriter's plans come from their cache). Every head answers greedily; `eval_results.jsonl` keeps
 the raw generation and the extracted answer per row, `eval_summary.json` the means per head,
 and one MLflow run holds both with `eval/<head>/<reward>` metrics.
 """

@@ -10,11 +10,11 @@ import mlflow
 import pytest
 
 from src.eval import evaluate
-from src.runs.parts import load_reference
+from src.runs.parts import build_run_parts, load_reference
 from src.runs.settings import check_settings
 from src.train import train
 from src.utils.config import build
-from src.utils.errors import ConfigError, MissingFileError
+from src.utils.errors import ConfigError, MissingFileError, UserError
 
 REWRITER = [
     "task=medqa_rewriter",
@@ -173,3 +173,31 @@ def load_reference_source(cfg, folder):
         if "lora_B" in name:
             parameter.data.fill_(0.01)
     return lm.save(folder, merge=False)
+
+
+@pytest.mark.parametrize(
+    ("content", "error", "message"),
+    [
+        (None, MissingFileError, "retrieval.corpus: no file or folder"),
+        ("", Exception, "no documents"),
+        ('{"id": "a", "title": "T", "content": "x"}\n{"id": "b", "title": "T"', Exception, ":2"),
+    ],
+    ids=["missing", "empty", "malformed-line"],
+)
+def test_a_bad_corpus_fails_before_any_model_loads(make_cfg, tmp_path, content, error, message):
+    corpus = tmp_path / "corpus.jsonl"
+    if content is not None:
+        corpus.write_text(content)
+    cfg = make_cfg(*READER, f"retrieval.corpus={corpus}")
+    with pytest.raises(error, match=message) as raised:
+        build_run_parts(cfg)
+    assert isinstance(raised.value, UserError)
+    assert "\n" not in str(raised.value)
+
+
+def test_the_original_base_model_composes(make_cfg):
+    cfg = make_cfg("task=medqa_rewriter", "model=gemma2_9b_it", "hardware=[gpu]", tiny=False)
+    check_settings(cfg)
+    assert cfg.model.name_or_path == "google/gemma-2-9b-it"
+    assert cfg.model.lora.r == 16 and cfg.model.lora.lora_alpha == 32
+    assert cfg.model.dtype == "bfloat16" and cfg.trainer.precision == "bf16-true"

@@ -99,11 +99,9 @@ class Rewriter(Generator):
         hits = len(questions) - sum(cache.get(q) is None for q in questions)
         if missing:
             log.info("Planning %d questions with the frozen planner", len(missing))
-            plans: dict[str, str] = {}
             for start in progress_steps(range(0, len(missing), self.frozen_batch_size), "plans"):
                 batch = missing[start : start + self.frozen_batch_size]
                 texts = frozen_generate(network, self.planner, batch, self.frozen_batch_size)
-                plans.update(zip(batch, texts, strict=True))
                 cache.add(dict(zip(batch, texts, strict=True)))  # kept if the run stops
         not_json = 0
         for row, question in zip(rows, questions, strict=True):
