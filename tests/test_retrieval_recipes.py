@@ -26,6 +26,7 @@ REWRITER = [
     "trainer.max_steps=2",
     "trainer.val_check_interval=2",
 ]
+SAMPLE = Path(__file__).resolve().parents[1] / "src" / "data" / "samples" / "medqa_sample.jsonl"
 READER = [
     "task=reader",
     "hardware=[cpu,lora]",
@@ -34,6 +35,14 @@ READER = [
     "trainer.max_steps=2",
     "trainer.val_check_interval=2",
 ]
+
+
+@pytest.fixture
+def rewriter(tmp_path) -> list[str]:
+    """The rewriter recipe on 24 of the sample's questions (planning all 170 takes a while)."""
+    path = tmp_path / "medqa.jsonl"
+    path.write_text("\n".join(SAMPLE.read_text().splitlines()[:24]) + "\n")
+    return [*REWRITER, f"data.path={path}"]
 
 
 def runs(cfg) -> list[mlflow.entities.Run]:
@@ -48,8 +57,8 @@ def history(cfg, run, name) -> dict[int, float]:
 
 
 @pytest.mark.slow
-def test_rewriter_trains_caches_and_evaluates_three_ways(make_cfg, tmp_path):
-    cfg = make_cfg(*REWRITER, f"save_model={tmp_path / 'rewriter'}")
+def test_rewriter_trains_caches_and_evaluates_three_ways(make_cfg, tmp_path, rewriter):
+    cfg = make_cfg(*rewriter, f"save_model={tmp_path / 'rewriter'}")
     train(cfg)
     first = runs(cfg)[-1]
     planned = history(cfg, first, "planner/generated")[0]
@@ -67,6 +76,7 @@ def test_rewriter_trains_caches_and_evaluates_three_ways(make_cfg, tmp_path):
     ):
         assert sorted(history(cfg, first, name)) == [1, 2], name
     assert sorted(history(cfg, first, "eval/accuracy")) == [0, 2]
+    assert sorted(history(cfg, first, "eval/role/gold_retrieved")) == [0, 2]
     index = next((Path(cfg.paths.cache_dir) / "retrieval").iterdir())
     built = index.stat().st_mtime_ns
 
@@ -78,7 +88,7 @@ def test_rewriter_trains_caches_and_evaluates_three_ways(make_cfg, tmp_path):
     assert index.stat().st_mtime_ns == built
 
     eval_cfg = make_cfg(
-        *REWRITER,
+        *rewriter,
         f"eval.adapters.grpo={tmp_path / 'rewriter'}",
         f"eval.output_dir={tmp_path / 'eval'}",
         "eval.max_rows=4",
@@ -114,14 +124,15 @@ def test_reader_trains_with_overlap_rewards(make_cfg, tmp_path):
     assert run.data.tags["retriever"] == "bm25"
 
 
-@pytest.mark.parametrize("recipe", [REWRITER, READER], ids=["rewriter", "reader"])
-def test_dry_run_reports_one_rollout_and_trains_nothing(make_cfg, tmp_path, capsys, recipe):
+@pytest.mark.parametrize("name", ["rewriter", "reader"])
+def test_dry_run_reports_one_rollout_and_trains_nothing(make_cfg, tmp_path, capsys, rewriter, name):
+    recipe = rewriter if name == "rewriter" else READER
     cfg = make_cfg(*recipe, "dry_run=true", f"save_model={tmp_path / 'model'}")
     figures = train(cfg)
     report = capsys.readouterr().out
     assert "=== dry run" in report and "shapes: prompt_ids" in report and "peak memory" in report
     assert ("queries:" in report and "titles:" in report and "plan:" in report) == (
-        recipe is REWRITER
+        name == "rewriter"
     )
     assert "timing/sampling" in figures
     assert not (tmp_path / "model").exists()

@@ -12,7 +12,7 @@ import torch
 from torch import Tensor
 
 from src.model.network import PolicyNetwork
-from src.policy.episode import Episode, run_episode
+from src.policy.episode import Episode, detail_means, run_episode
 from src.policy.role import Role
 from src.reward.combine import CombinedReward
 from src.rollout.sampler import Sampler
@@ -26,6 +26,7 @@ class GreedyScorer:
         self.role = role
         self.reward = reward
         self.scores: dict[str, list[Tensor]] = {}  # "reward" and each function -> per-batch scores
+        self.details: list[dict[str, Any]] = []  # what the role did per row, e.g. queries
 
     @torch.no_grad()
     def score(self, network: PolicyNetwork, rows: list[dict[str, Any]]) -> Episode:
@@ -33,10 +34,13 @@ class GreedyScorer:
         episode = run_episode(network, self.sampler, self.role, self.reward, rows, 1, greedy=True)
         for name, scores in {"reward": episode.rewards, **episode.reward_parts}.items():
             self.scores.setdefault(name, []).append(scores.detach().cpu())
+        self.details += episode.details
         return episode
 
     def means(self) -> dict[str, float]:
-        """Mean total reward and mean of each function over the rows scored since the last call."""
+        """Mean total reward, mean of each function and of each numeric role detail
+        (`role/<key>`) over the rows scored since the last call."""
         means = {name: float(torch.cat(parts).mean()) for name, parts in self.scores.items()}
-        self.scores = {}
+        means.update(detail_means(self.details))
+        self.scores, self.details = {}, []
         return means

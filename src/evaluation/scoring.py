@@ -13,7 +13,6 @@ from rich.progress import Progress
 
 from src.evaluation.greedy import GreedyScorer
 from src.model.network import PolicyNetwork
-from src.policy.episode import detail_means
 
 Extractor = Callable[[str], str | None]
 
@@ -30,7 +29,6 @@ def score_head(
     """Greedy-decode every row with `network`; return per-row records (with what the role did,
     e.g. a rewriter's queries and documents) and mean scores (and `role/<key>` means)."""
     records: list[dict[str, Any]] = []
-    details: list[dict[str, Any]] = []
     scorer.means()  # start from nothing
     with Progress(transient=True) as progress:
         task = progress.add_task(f"eval {head}", total=len(rows))
@@ -54,9 +52,7 @@ def score_head(
                         **episode.details[i],
                     }
                 )
-            details += episode.details
             progress.update(task, advance=len(batch))
     count = len(records)
     tokens = sum(record["completion_tokens"] for record in records) / count if count else 0.0
-    summary = {"rows": float(count), **scorer.means(), "completion_tokens": tokens}
-    return records, {**summary, **detail_means(details)}
+    return records, {"rows": float(count), **scorer.means(), "completion_tokens": tokens}

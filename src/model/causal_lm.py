@@ -157,6 +157,14 @@ class CausalLM(nn.Module):
         """Mean log-prob per token of each continuation after `context` (e.g. the options of a
         question after the documents): the context runs once and its key/value cache serves
         every continuation, so scoring four options costs little more than reading once."""
+        was_training = self.network.training
+        self.network.eval()  # no dropout: a frozen model's choice must not vary
+        try:
+            return self._continuation_scores(context, continuations)
+        finally:
+            self.network.train(was_training)
+
+    def _continuation_scores(self, context: str, continuations: list[str]) -> list[float]:
         device = self.network.device
         context_ids = self.tokenizer(context, add_special_tokens=False, return_tensors="pt")
         context_ids = context_ids["input_ids"][:, -(self.max_prompt_length or 10**9) :].to(device)
