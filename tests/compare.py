@@ -27,7 +27,9 @@ def histories(
     }
 
 
-TIMED = frozenset({"step_time"})  # wall-clock figures differ between any two runs
+def timed(key: str) -> bool:
+    """Wall-clock figures (`step_time`, `timing/<phase>`) differ between any two runs."""
+    return key == "step_time" or key.startswith("timing/")
 
 
 def assert_same_histories(
@@ -38,7 +40,7 @@ def assert_same_histories(
     assert got.keys() == expected.keys(), sorted(got.keys() ^ expected.keys())
     for key, values in expected.items():
         assert [step for step, _ in got[key]] == [step for step, _ in values], key
-        if key not in TIMED:
+        if not timed(key):
             assert [value for _, value in got[key]] == pytest.approx(
                 [value for _, value in values], rel=1e-5, abs=1e-6
             ), key

@@ -83,15 +83,18 @@ class CausalLM(nn.Module):
 
     def encode_completions(self, texts: list[str]) -> tuple[Tensor, Tensor]:
         """Right-padded ids of `texts` with EOS appended, and their mask, on the network's device."""
-        tokenizer = self.tokenizer
-        targets = [
-            tokenizer(text, add_special_tokens=False)["input_ids"] + [tokenizer.eos_token_id]
-            for text in texts
-        ]
-        width = max(len(ids) for ids in targets)
-        ids = torch.full((len(texts), width), tokenizer.pad_token_id, dtype=torch.long)
-        mask = torch.zeros((len(texts), width), dtype=torch.long)
-        for i, row in enumerate(targets):
+        eos = self.tokenizer.eos_token_id
+        return self._padded([self._ids(text) + [eos] for text in texts])
+
+    def _ids(self, text: str) -> list[int]:
+        return self.tokenizer(text, add_special_tokens=False)["input_ids"]
+
+    def _padded(self, rows: list[list[int]]) -> tuple[Tensor, Tensor]:
+        """Token rows right-padded into ids and mask, on the network's device."""
+        width = max(len(row) for row in rows)
+        ids = torch.full((len(rows), width), self.tokenizer.pad_token_id, dtype=torch.long)
+        mask = torch.zeros((len(rows), width), dtype=torch.long)
+        for i, row in enumerate(rows):
             ids[i, : len(row)] = torch.tensor(row)
             mask[i, : len(row)] = 1
         device = self.network.device
@@ -153,50 +156,58 @@ class CausalLM(nn.Module):
         )
 
     @torch.no_grad()
-    def continuation_scores(self, context: str, continuations: list[str]) -> list[float]:
-        """Mean log-prob per token of each continuation after `context` (e.g. the options of a
-        question after the documents): the context runs once and its key/value cache serves
-        every continuation, so scoring four options costs little more than reading once."""
+    def continuation_scores(
+        self, contexts: list[str], continuations: list[list[str]]
+    ) -> list[list[float]]:
+        """Mean log-prob per token of each continuation after its context (e.g. the options of
+        a question after the documents), in eval mode: the contexts run once, as one batch,
+        and their key/value cache serves every continuation, so scoring four options costs
+        little more than reading the context."""
         was_training = self.network.training
         self.network.eval()  # no dropout: a frozen model's choice must not vary
         try:
-            return self._continuation_scores(context, continuations)
+            return self._continuation_scores(contexts, continuations)
         finally:
             self.network.train(was_training)
 
-    def _continuation_scores(self, context: str, continuations: list[str]) -> list[float]:
-        device = self.network.device
-        context_ids = self.tokenizer(context, add_special_tokens=False, return_tensors="pt")
-        context_ids = context_ids["input_ids"][:, -(self.max_prompt_length or 10**9) :].to(device)
-        out = self.network(input_ids=context_ids, use_cache=True)
-        options = [
-            self.tokenizer(text, add_special_tokens=False)["input_ids"]
-            or [self.tokenizer.eos_token_id]
-            for text in continuations
-        ]
-        width = max(len(ids) for ids in options)
-        ids = torch.full((len(options), width), self.tokenizer.pad_token_id, dtype=torch.long)
-        mask = torch.zeros((len(options), width), dtype=torch.long)
-        for i, row in enumerate(options):
-            ids[i, : len(row)] = torch.tensor(row)
-            mask[i, : len(row)] = 1
-        ids, mask = ids.to(device), mask.to(device)
-        past = out.past_key_values
-        past.batch_repeat_interleave(len(options))
-        context_mask = torch.ones(
-            (len(options), context_ids.size(1)), dtype=torch.long, device=device
+    def _continuation_scores(
+        self, contexts: list[str], continuations: list[list[str]]
+    ) -> list[list[float]]:
+        encoded = self.encode_prompts(contexts)  # left-padded, truncated like prompts
+        context_mask = encoded["attention_mask"]
+        device = context_mask.device
+        out = self.network(
+            input_ids=encoded["input_ids"],
+            attention_mask=context_mask,
+            position_ids=(context_mask.cumsum(dim=1) - 1).clamp(min=0),
+            use_cache=True,
         )
+        counts = torch.tensor([len(choices) for choices in continuations], device=device)
+        texts = [text for choices in continuations for text in choices]
+        eos = self.tokenizer.eos_token_id
+        ids, mask = self._padded([self._ids(text) or [eos] for text in texts])  # no end marker
+        owner = torch.arange(len(contexts), device=device).repeat_interleave(counts)
+        past = out.past_key_values
+        past.batch_select_indices(owner)  # each continuation continues its own context
+        context_mask = context_mask[owner]
+        positions = context_mask.sum(dim=1, keepdim=True) + torch.arange(ids.size(1), device=device)
         logits = self.network(
             input_ids=ids,
             attention_mask=torch.cat([context_mask, mask], dim=1),
+            position_ids=positions,
             past_key_values=past,
             use_cache=False,
         ).logits
-        first = out.logits[:, -1:, :].expand(len(options), 1, -1)
+        first = out.logits[owner, -1:, :]  # what the context's last token predicts
         logits = torch.cat([first, logits[:, :-1, :]], dim=1).float()
         logps = torch.log_softmax(logits, dim=-1).gather(-1, ids.unsqueeze(-1)).squeeze(-1)
         weights = mask.to(logps.dtype)
-        return ((logps * weights).sum(dim=1) / weights.sum(dim=1)).tolist()
+        scores = ((logps * weights).sum(dim=1) / weights.sum(dim=1)).tolist()
+        grouped, at = [], 0
+        for count in counts.tolist():
+            grouped.append(scores[at : at + count])
+            at += count
+        return grouped
 
     @contextlib.contextmanager
     def adapter_disabled(self) -> Iterator[None]:

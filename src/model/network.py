@@ -65,9 +65,11 @@ class AdaptedNetwork(PolicyNetwork, Protocol):
     """A trained adapter on a frozen base: roles that run frozen models (a rewriter's planner
     and generator) use the base, inside `adapter_disabled`, to write or to pick an option."""
 
-    def continuation_scores(self, context: str, continuations: list[str]) -> list[float]:
-        """Mean log-prob per token of each continuation after `context` (how a frozen generator
-        picks an option), without gradient."""
+    def continuation_scores(
+        self, contexts: list[str], continuations: list[list[str]]
+    ) -> list[list[float]]:
+        """Mean log-prob per token of each continuation after its context (how a frozen
+        generator picks an option), without gradient, the contexts as one batch."""
         ...
 
     def adapter_disabled(self) -> AbstractContextManager[None]:

@@ -1,7 +1,7 @@
 """The frozen base of an adapted network at work inside a role: greedy generation (a planner, a
 generator that writes its answer) and picking an option by likelihood (a generator that
-chooses). Generation is batched over everything asked at once; identical prompts run once;
-a context is read once for all its options (its key/value cache is shared)."""
+chooses). Both are batched over everything asked at once; identical prompts run once; a
+context is read once for all its options (its key/value cache is shared)."""
 
 from __future__ import annotations
 
@@ -39,16 +39,17 @@ def frozen_generate(
 
 @torch.no_grad()
 def frozen_choice(
-    network: AdaptedNetwork, contexts: list[str], options: list[list[str]]
+    network: AdaptedNetwork, contexts: list[str], options: list[list[str]], batch_size: int = 16
 ) -> list[int]:
     """For each context, the index of the option the base model finds likeliest as its
     continuation: mean log-prob per option token (length-normalised, so long options are not
     penalised), adapter off. Options are scored as written; prefix them with a space."""
     asked = [(context, tuple(choices)) for context, choices in zip(contexts, options, strict=True)]
     distinct, positions = unique(asked)
-    chosen = []
+    chosen: list[int] = []
     with network.adapter_disabled():
-        for context, choices in distinct:
-            scores = network.continuation_scores(context, list(choices))
-            chosen.append(max(range(len(scores)), key=scores.__getitem__))
+        for start in range(0, len(distinct), batch_size):
+            batch = distinct[start : start + batch_size]
+            scores = network.continuation_scores([c for c, _ in batch], [list(o) for _, o in batch])
+            chosen += [max(range(len(row)), key=row.__getitem__) for row in scores]
     return [chosen[i] for i in positions]

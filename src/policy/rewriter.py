@@ -207,7 +207,7 @@ class Rewriter(Generator):
         ]
         if self.answer_mode == "likelihood":
             options = [[" " + str(row["options"][letter]) for letter in LETTERS] for row in rows]
-            chosen = frozen_choice(network, prompts, options)
+            chosen = frozen_choice(network, prompts, options, self.frozen_batch_size)
             return [LETTERS[i] for i in chosen]
         texts = frozen_generate(network, self.answerer, prompts, self.frozen_batch_size)
         return [first_letter(text) for text in texts]

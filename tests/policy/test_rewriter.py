@@ -115,9 +115,9 @@ def test_frozen_generator_runs_once_per_distinct_prompt_on_the_base(tmp_path, lo
     scored, disabled = [], []
     continuation_scores = lora_lm.continuation_scores
 
-    def scores(context, options):
-        scored.append(len(options))
-        return continuation_scores(context, options)
+    def scores(contexts, options):
+        scored.append([len(choices) for choices in options])
+        return continuation_scores(contexts, options)
 
     monkeypatch.setattr(lora_lm, "continuation_scores", scores)
     adapter_disabled = lora_lm.adapter_disabled
@@ -134,7 +134,7 @@ def test_frozen_generator_runs_once_per_distinct_prompt_on_the_base(tmp_path, lo
     )
     outcomes = role.outcomes([f" {query}"] * 8, [batch[0]] * 8, lora_lm)
     assert retriever.calls == [[query] * 8]  # one search for every query of the batch
-    assert scored == [4]  # 8 identical prompts: the context is read once for its 4 options
+    assert scored == [[4]]  # 8 identical prompts: the context is read once for its 4 options
     assert disabled  # answered by the base model
     assert len(set(outcomes.texts)) == 1
 
@@ -196,16 +196,25 @@ def test_a_step_changes_only_the_rewriters_lora_weights(tmp_path, tiny_lm):
     assert all("lora_" in name for name in changed), sorted(changed)
 
 
-def test_options_are_scored_after_one_pass_over_the_context(lora_lm):
-    context = (
-        "[1] Anthrax: Anthrax is caused by Bacillus anthracis.\nQ: What causes anthrax?\nAnswer:"
-    )
-    options = [" Vibrio cholerae", " Bacillus anthracis", " X", " Treponema pallidum"]
-    ids, mask = lora_lm.encode_completions(options)
-    mask[torch.arange(4), mask.sum(1) - 1] = 0  # leave the end marker out
-    encoded = lora_lm.encode_prompts([context] * 4)
-    sequences = Rollout(encoded["input_ids"], encoded["attention_mask"], ids, mask, None, [])
-    with torch.no_grad():
-        logps = lora_lm.log_probs(sequences)[0]
-    expected = ((logps * mask).sum(1) / mask.sum(1)).tolist()
-    assert lora_lm.continuation_scores(context, options) == pytest.approx(expected, abs=1e-5)
+def test_options_are_scored_after_one_batched_pass_over_the_contexts(lora_lm):
+    contexts = [
+        "[1] Anthrax: Anthrax is caused by Bacillus anthracis.\nQ: What causes anthrax?\nAnswer:",
+        "Q: Which vitamin?\nAnswer:",
+    ]
+    options = [
+        [" Vibrio cholerae", " Bacillus anthracis", " X", " Treponema pallidum"],
+        [" C", " D"],
+    ]
+    expected = []
+    for context, choices in zip(contexts, options, strict=True):
+        ids, mask = lora_lm.encode_completions(choices)
+        mask[torch.arange(len(choices)), mask.sum(1) - 1] = 0  # leave the end marker out
+        encoded = lora_lm.encode_prompts([context] * len(choices))
+        rows = Rollout(encoded["input_ids"], encoded["attention_mask"], ids, mask, None, [])
+        with torch.no_grad():
+            logps = lora_lm.log_probs(rows)[0]
+        expected.append(((logps * mask).sum(1) / mask.sum(1)).tolist())
+    got = lora_lm.continuation_scores(contexts, options)
+    assert [len(row) for row in got] == [4, 2]
+    for row, want in zip(got, expected, strict=True):
+        assert row == pytest.approx(want, abs=1e-5)

