@@ -95,9 +95,7 @@ class GRPOModule(L.LightningModule):
                 "algo.ref_model_path is loaded by src.train; pass the loaded model as `reference`"
             )
         # taken before any update: the initial policy, or the model loaded from ref_model_path
-        self.reference = (
-            reference if kl_beta != 0.0 and reference is not None else reference_policy(lm, kl_beta)
-        )
+        self.reference = reference_policy(lm, kl_beta, reference)
         self.scorer = GreedyScorer(sampler, policy, reward)  # held-out evaluation
         self.num_tokens = 0
         self.restored_rng: dict[str, Any] | None = None  # from a checkpoint, set at train start
@@ -150,8 +148,7 @@ class GRPOModule(L.LightningModule):
         )
         rollout = episode.rollout
         advantages = group_advantages(episode.rewards, self.group_size, self.scale_rewards)
-        if self.top_k_ratio < 1.0:
-            advantages = keep_top_k(advantages, episode.rewards, self.group_size, self.top_k_ratio)
+        advantages = keep_top_k(advantages, episode.rewards, self.group_size, self.top_k_ratio)
         advantages = advantages.to(self.device)
         old_logps = None
         with phase("log_probs"):

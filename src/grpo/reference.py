@@ -8,10 +8,15 @@ from torch import Tensor
 from src.model.network import PolicyNetwork, Scorer, Sequences
 
 
-def reference_policy(network: PolicyNetwork, kl_beta: float) -> Scorer | None:
-    """None without a KL term (no reference is kept); otherwise the network's frozen starting
-    point, taken now: under LoRA the disabled adapter, else a frozen copy."""
-    return network.frozen_reference() if kl_beta != 0.0 else None
+def reference_policy(
+    network: PolicyNetwork, kl_beta: float, loaded: Scorer | None = None
+) -> Scorer | None:
+    """None without a KL term (no reference is kept); otherwise `loaded` (a saved model, from
+    `algo.ref_model_path`) or the network's frozen starting point, taken now: under LoRA the
+    disabled adapter, else a frozen copy."""
+    if kl_beta == 0.0:
+        return None
+    return loaded if loaded is not None else network.frozen_reference()
 
 
 @torch.no_grad()
