@@ -1,6 +1,6 @@
 """Hydra entry point: `python -m src.train [overrides]` runs one GRPO experiment.
 
-compose config -> data -> role, reward, sampler -> (cached) SFT warm start -> model -> the
+compose config -> data -> role, reward, sampler -> (cached) SFT warm start and stages -> model -> the
 role's preparation (plans, passages) -> GRPO fit with held-out evaluation before, during and
 after -> MLflow holds the record. `dry_run=true` stops after one rollout, before any update.
 """
@@ -14,6 +14,7 @@ import hydra
 import lightning as L
 from omegaconf import DictConfig
 
+from src.pretraining.stages import run_stages
 from src.runs.cli import run_cli
 from src.runs.dry_run import dry_run
 from src.runs.parts import build_run_parts, load_reference, log_figures
@@ -36,6 +37,7 @@ def train(cfg: DictConfig, tags: dict[str, str] | None = None) -> dict[str, floa
         if cfg.sft.enabled and not cfg.get("dry_run"):
             folder = warm_start(cfg, datamodule, parts.policy, parts.reward, parts.sampler, loggers)
             use_warm_start(cfg, folder)
+        run_stages(cfg, datamodule, loggers)  # models trained before GRPO (a generator, a judge)
         lm = build(cfg.model)
         rows = datamodule.train_rows + datamodule.val_rows
         log_figures(loggers, parts.policy.prepare(lm, rows))  # e.g. plans, once and cached

@@ -18,6 +18,7 @@ RANKS = {
     "runs": 6,
     "grpo": 5,
     "sft": 5,
+    "pretraining": 5,
     "evaluation": 4,
     "policy": 3,
     "rollout": 2,

@@ -56,6 +56,7 @@ def runs_of(output_root: Path, experiment: str) -> tuple[mlflow.MlflowClient, li
     return client, client.search_runs([found.experiment_id]) if found else []
 
 
+@pytest.mark.slow  # a real subprocess: 15-22 s
 def test_train_command_medmcqa_solution_tag(tmp_path):
     result = run_module(
         "src.train",
@@ -150,6 +151,7 @@ def test_a_stage_without_prep_says_what_to_run(make_cfg):
         run_pipeline(make_cfg("task=medmcqa", "pipeline.stage=everything"))
 
 
+@pytest.mark.slow  # a real subprocess: 15-22 s
 def test_eval_command_scores_the_base_model(tmp_path):
     result = run_module(
         "src.eval", "task=medmcqa", *SMALL, "eval.heads=[base]", f"paths.output_root={tmp_path}"

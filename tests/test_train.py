@@ -232,6 +232,7 @@ def test_four_bit_lora_spelling(make_cfg):
     assert kl[1] == 0.0 and kl[2] > 1e-5  # the 4-bit base under the disabled adapter
 
 
+@pytest.mark.slow  # a real subprocess: 15-22 s
 def test_command_line_overrides_and_data_path(tmp_path):
     path = tmp_path / "sums.json"
     path.write_text(

@@ -22,6 +22,7 @@ def rollout_metrics(episode: Episode, group_size: int) -> dict[str, float]:
     metrics = {
         "reward": float(rewards.mean()),
         "reward_std": float(group_std.mean()),
+        "std_reward": float(rewards.std()) if rewards.numel() > 1 else 0.0,  # over all completions
         "frac_reward_zero_std": float(
             torch.isclose(group_std, torch.zeros_like(group_std)).float().mean()
         ),

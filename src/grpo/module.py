@@ -29,6 +29,7 @@ from src.reward.combine import CombinedReward
 from src.rollout.rollout import Rollout
 from src.rollout.sampler import Sampler
 from src.tracking.samples_table import log_samples_table
+from src.utils.errors import ConfigError
 from src.utils.rng import rng_states, set_rng_states
 from src.utils.timing import phase, phase_timer
 
@@ -66,6 +67,7 @@ class GRPOModule(L.LightningModule):
         max_nonfinite_steps: int = 3,
         top_k_ratio: float = 1.0,
         ref_model_path: str | None = None,
+        metric_aliases: dict[str, str] | None = None,
         reference: Scorer | None = None,
     ) -> None:
         super().__init__()
@@ -90,6 +92,7 @@ class GRPOModule(L.LightningModule):
         self.skip_zero_advantage = skip_zero_advantage
         self.nonfinite = NonFiniteGuard(max_nonfinite_steps)
         self.top_k_ratio = top_k_ratio
+        self.metric_aliases = dict(metric_aliases or {})  # extra name -> our metric it repeats
         if ref_model_path is not None and reference is None:
             raise ValueError(
                 "algo.ref_model_path is loaded by src.train; pass the loaded model as `reference`"
@@ -193,8 +196,10 @@ class GRPOModule(L.LightningModule):
                 "skipped_steps": self.nonfinite.skipped,
                 "learning_rate": learning_rate,
                 "num_tokens": self.num_tokens,
+                "mean_advantage": float(advantages.mean()),
                 "step_time": time.perf_counter() - started,
             }
+            metrics.update(aliased(metrics, self.metric_aliases))
             self.log_to_loggers(metrics)
         self.log_dict(
             {"reward": statistics["reward"], "kl": float(loss_metrics["kl"])},
@@ -255,6 +260,7 @@ class GRPOModule(L.LightningModule):
         )
         part_mask = part.completion_mask.to(entropy.dtype)
         metrics["entropy"] = (entropy * part_mask).sum() / part_mask.sum().clamp(min=1)
+        metrics["mean_log_prob"] = (logps.detach() * part_mask).sum() / part_mask.sum().clamp(min=1)
         if part is not rollout:
             token_share = part_mask.sum() / rollout.completion_mask.sum()
             row_share = trained.float().mean()
@@ -276,3 +282,14 @@ class GRPOModule(L.LightningModule):
             return
         self.log_to_loggers(results)
         self.log_dict(results, prog_bar=False, logger=False)
+
+
+def aliased(metrics: dict[str, float], aliases: dict[str, str]) -> dict[str, float]:
+    """The metrics again under extra names (`algo.metric_aliases`: extra name -> ours)."""
+    unknown = sorted(name for name in aliases.values() if name not in metrics)
+    if unknown:
+        raise ConfigError(
+            f"algo.metric_aliases names metrics a step does not log: {unknown}; "
+            f"it logs {sorted(metrics)}"
+        )
+    return {alias: metrics[name] for alias, name in aliases.items()}

@@ -112,20 +112,16 @@ def grpo_loss(
 
     ratio = torch.exp(logps - old_logps)
     clipped_ratio = torch.clamp(ratio, 1 - epsilon_low, 1 + epsilon_high)
+    if loss_type == "dr_grpo" and max_completion_length is None:
+        raise ValueError("loss_type 'dr_grpo' needs max_completion_length")
     per_token = -torch.min(ratio * adv, clipped_ratio * adv)
+    pg_loss = aggregate(per_token, mask, loss_type, max_completion_length)
+    kl_penalty = logps.new_zeros(())
     use_kl = ref_logps is not None and beta != 0.0
     if use_kl:
         kl = per_token_kl(logps, ref_logps)
-        per_token = per_token + beta * kl
-
-    if loss_type == "grpo":
-        loss = ((per_token * mask).sum(1) / mask.sum(1).clamp(min=1.0)).mean()
-    elif loss_type in ("bnpo", "dapo"):
-        loss = (per_token * mask).sum() / mask.sum().clamp(min=1.0)
-    else:  # dr_grpo
-        if max_completion_length is None:
-            raise ValueError("loss_type 'dr_grpo' needs max_completion_length")
-        loss = (per_token * mask).sum() / (logps.size(0) * max_completion_length)
+        kl_penalty = aggregate(beta * kl, mask, loss_type, max_completion_length)
+    loss = pg_loss + kl_penalty
 
     with torch.no_grad():
         # A token is clipped when the clip changes its term: low side for A < 0, high for A > 0.
@@ -136,8 +132,23 @@ def grpo_loss(
             "clip_ratio/low_mean": _masked_mean(low.to(mask.dtype), mask),
             "clip_ratio/high_mean": _masked_mean(high.to(mask.dtype), mask),
             "clip_ratio/region_mean": _masked_mean((low | high).to(mask.dtype), mask),
+            "pg_loss": pg_loss,
+            "kl_penalty": kl_penalty,
         }
     return loss, {k: v.detach() for k, v in metrics.items()}
+
+
+def aggregate(
+    per_token: Tensor, mask: Tensor, loss_type: str, max_completion_length: int | None
+) -> Tensor:
+    """Per-token terms [N, T] to one number, as `loss_type` says: `grpo` the mean over
+    sequences of token means; `bnpo`/`dapo` token sum / token count; `dr_grpo` token sum /
+    (N * max_completion_length)."""
+    if loss_type == "grpo":
+        return ((per_token * mask).sum(1) / mask.sum(1).clamp(min=1.0)).mean()
+    if loss_type in ("bnpo", "dapo"):
+        return (per_token * mask).sum() / mask.sum().clamp(min=1.0)
+    return (per_token * mask).sum() / (per_token.size(0) * max_completion_length)
 
 
 def to_whole_batch(
@@ -155,8 +166,10 @@ def to_whole_batch(
     (`grpo`, `dr_grpo`: means over completions) by the row share; left-out tokens are never
     clipped, so the clip ratios scale by the token share.
     """
-    scaled = loss * (token_share if loss_type in ("bnpo", "dapo") else row_share)
+    share = token_share if loss_type in ("bnpo", "dapo") else row_share
+    scaled = loss * share
     metrics = dict(metrics)
+    metrics["pg_loss"] = metrics["pg_loss"] * share  # the part's KL penalty is 0: no KL term here
     for name in ("clip_ratio/low_mean", "clip_ratio/high_mean", "clip_ratio/region_mean"):
         metrics[name] = metrics[name] * token_share
     return scaled, metrics

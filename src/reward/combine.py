@@ -10,7 +10,7 @@ from typing import Any, NamedTuple
 import torch
 from torch import Tensor
 
-from src.utils.errors import ConfigError
+from src.utils.errors import ConfigError, UserError
 
 log = logging.getLogger(__name__)
 
@@ -82,6 +82,8 @@ class CombinedReward:
         """One function's scores with failures handled by `on_error`, and how many failed."""
         try:
             scores = list(function(outcomes, rows))
+        except UserError:
+            raise  # a setting that cannot work (e.g. a judge model that is not there), not a bad outcome
         except Exception as error:
             if self.on_error == "raise":
                 raise RewardError(

@@ -26,7 +26,10 @@ def dry_run(parts: RunParts, network: PolicyNetwork, group_size: int) -> dict[st
         episode = run_episode(network, parts.sampler, parts.policy, parts.reward, rows, group_size)
         with phase("log_probs"), torch.no_grad():
             logps = network.log_probs(episode.rollout, parts.sampler.temperature)[0]
-    print(report(episode, group_size, tuple(logps.shape), timer), file=sys.stdout, flush=True)
+    text = report(episode, group_size, tuple(logps.shape), timer)
+    if parts.notes:
+        text += "\nstages:\n" + "\n".join(f"    {note}" for note in parts.notes)
+    print(text, file=sys.stdout, flush=True)
     return {"reward": float(episode.rewards.mean()), **timer.metrics()}
 
 

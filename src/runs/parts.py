@@ -13,6 +13,7 @@ from src.data.datamodule import PromptDataModule
 from src.model.network import Scorer
 from src.model.saved import saved_model_settings
 from src.policy.role import Role
+from src.pretraining.stages import resolve_stage_checkpoints
 from src.retrieval.retriever import Retriever
 from src.reward.combine import CombinedReward
 from src.rollout.sampler import Sampler
@@ -32,6 +33,7 @@ class RunParts:
     reward: CombinedReward
     sampler: Sampler
     loggers: list[Any]
+    notes: list[str]  # what the run uses that a report should mention, e.g. untrained stages
 
 
 def build_run_parts(cfg: DictConfig, resume: ResumePoint | None = None) -> RunParts:
@@ -39,6 +41,7 @@ def build_run_parts(cfg: DictConfig, resume: ResumePoint | None = None) -> RunPa
     before any model loads), then build the role, reward, sampler and loggers; continuing
     from `resume`, the MLflow loggers reopen the checkpoint's run."""
     check_settings(cfg)
+    notes = resolve_stage_checkpoints(cfg)  # e.g. generator_checkpoint: given, cached, or to train
     L.seed_everything(cfg.seed, workers=True)
     datamodule = build(cfg.data)
     datamodule.prepare_rows()
@@ -48,6 +51,7 @@ def build_run_parts(cfg: DictConfig, resume: ResumePoint | None = None) -> RunPa
         reward=build(cfg.reward),
         sampler=build(cfg.rollout),
         loggers=[build_logger(logger, resume) for logger in cfg.get("logger", {}).values()],
+        notes=notes,
     )
 
 

@@ -360,6 +360,8 @@ def test_infinite_epsilons_never_clip_and_stay_finite(loss_type):
         "clip_ratio/low_mean": 0.0,
         "clip_ratio/high_mean": 0.0,
         "clip_ratio/region_mean": 0.0,
+        "pg_loss": pytest.approx(value.item()),
+        "kl_penalty": 0.0,
     }
     value.backward()
     assert torch.isfinite(logps.grad).all()
@@ -375,3 +377,19 @@ def test_infinite_epsilons_never_clip_and_stay_finite(loss_type):
     assert value.item() == pytest.approx(reference.item())
     assert torch.allclose(plain.grad, clipped.grad)
     assert metrics["clip_ratio/region_mean"].item() == 0.0
+
+
+@pytest.mark.parametrize("loss_type", ["grpo", "bnpo", "dr_grpo", "dapo"])
+def test_the_loss_is_its_policy_gradient_part_plus_its_kl_penalty(loss_type):
+    torch.manual_seed(0)
+    logps = torch.randn(4, 5) - 2
+    ref = logps + 0.3 * torch.randn(4, 5)
+    mask = torch.tensor([[1, 1, 1, 0, 0], [1, 1, 1, 1, 1], [1, 0, 0, 0, 0], [1, 1, 0, 0, 0]])
+    advantages = torch.tensor([1.0, -0.5, 0.2, -0.7])
+    value, metrics = loss(logps, advantages, mask, loss_type, ref=ref, beta=0.1, max_len=5)
+    assert metrics["kl_penalty"] > 0
+    assert (metrics["pg_loss"] + metrics["kl_penalty"]).item() == pytest.approx(value.item())
+    _, no_kl = loss(logps, advantages, mask, loss_type, max_len=5)
+    assert no_kl["kl_penalty"] == 0 and no_kl["pg_loss"].item() == pytest.approx(
+        metrics["pg_loss"].item()
+    )

@@ -1,0 +1,194 @@
+"""The masked character generator: a bidirectional transformer that fills every masked
+position of a window in one step (diffusion-style, a single denoising step).
+
+As a GRPO policy its prompt is the masked window and its completion the characters drawn at
+the masked positions, left to right. The log-probability of a completion is that of its
+characters at those positions, so the objective (advantages, clipping, k3 KL, loss types)
+applies unchanged: `CharDiffusionNetwork` is a `PolicyNetwork` like the causal LM.
+"""
+
+from __future__ import annotations
+
+import copy
+import logging
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import Tensor, nn
+
+from src.model.char_encoder import (
+    FIRST_CHAR,
+    MASK,
+    PAD,
+    CharEncoder,
+    CharTokenizer,
+    read_char_model,
+    save_char_model,
+)
+from src.model.network import Sequences
+from src.utils.errors import ConfigError
+
+log = logging.getLogger(__name__)
+DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+KIND = "char_diffusion"
+
+
+class CharDiffusionNetwork(nn.Module):
+    """Predicts a character for every position at once; only masked positions are read."""
+
+    def __init__(
+        self,
+        max_length: int = 64,
+        hidden_size: int = 128,
+        num_layers: int = 4,
+        num_heads: int = 4,
+        intermediate_size: int = 512,
+        dropout: float = 0.1,
+        mask_char: str = "\u2588",
+    ) -> None:
+        super().__init__()
+        self.settings = {
+            "max_length": max_length,
+            "hidden_size": hidden_size,
+            "num_layers": num_layers,
+            "num_heads": num_heads,
+            "intermediate_size": intermediate_size,
+            "dropout": dropout,
+        }
+        self.tokenizer = CharTokenizer(mask_char)
+        self.encoder = CharEncoder(self.tokenizer.vocab_size, **self.settings)
+        self.settings["mask_char"] = mask_char
+        self.head = nn.Linear(hidden_size, self.tokenizer.vocab_size)
+
+    @property
+    def device(self) -> torch.device:
+        return self.head.weight.device
+
+    def logits(self, ids: Tensor) -> Tensor:
+        """Logits [N, W, V] for every position; padding, mask and unknown ids are never
+        predicted (their logits are -inf)."""
+        logits = self.head(self.encoder(ids)).float()
+        return logits.index_fill(-1, torch.arange(FIRST_CHAR, device=logits.device), -torch.inf)
+
+    def masked_logits(self, prompt_ids: Tensor, width: int | None = None) -> tuple[Tensor, Tensor]:
+        """Logits [N, M, V] at each row's masked positions, left to right, and the mask [N, M]
+        of real ones (rows have different numbers of masked positions); `width` cuts M."""
+        index, valid = masked_positions(prompt_ids, width)
+        logits = self.logits(prompt_ids)
+        gathered = logits.gather(1, index.unsqueeze(-1).expand(-1, -1, logits.size(-1)))
+        return gathered, valid
+
+    # ------------------------------------------------------------------ PolicyNetwork
+    def log_probs(
+        self, sequences: Sequences, temperature: float = 1.0, with_entropy: bool = False
+    ) -> tuple[Tensor, Tensor | None]:
+        """Log-probs [N, M] of the completion characters at the masked positions."""
+        width = sequences.completion_ids.size(1)
+        logits, _ = self.masked_logits(sequences.prompt_ids.to(self.device), width)
+        logps = torch.log_softmax(logits / temperature, dim=-1)
+        targets = sequences.completion_ids.to(self.device)
+        per_token = logps.gather(-1, targets.clamp(min=FIRST_CHAR).unsqueeze(-1)).squeeze(-1)
+        per_token = per_token.masked_fill(targets < FIRST_CHAR, 0.0)  # padding, unknown
+        entropy = None
+        if with_entropy:
+            with torch.no_grad():
+                probs = logps.exp()
+                entropy = -(probs * logps.masked_fill(probs == 0, 0.0)).sum(-1)
+        return per_token, entropy
+
+    def encode_prompts(self, prompts: list[str]) -> dict[str, Tensor]:
+        """Masked windows as ids [N, W], left-padded when their lengths differ."""
+        encoded = [self.tokenizer.encode(prompt) for prompt in prompts]
+        width = max(len(ids) for ids in encoded)
+        ids = torch.full((len(prompts), width), PAD, dtype=torch.long)
+        for row, row_ids in enumerate(encoded):
+            if row_ids:
+                ids[row, width - len(row_ids) :] = torch.tensor(row_ids)
+        return {
+            "input_ids": ids.to(self.device),
+            "attention_mask": (ids != PAD).long().to(self.device),
+        }
+
+    def encode_completions(self, texts: list[str]) -> tuple[Tensor, Tensor]:
+        """The characters that fill each window's masked positions, right-padded; unknown
+        characters (outside the alphabet) are not counted."""
+        encoded = [self.tokenizer.encode(text) for text in texts]
+        width = max([len(ids) for ids in encoded] + [1])
+        ids = torch.full((len(texts), width), PAD, dtype=torch.long)
+        for row, row_ids in enumerate(encoded):
+            ids[row, : len(row_ids)] = torch.tensor(row_ids, dtype=torch.long)
+        mask = (ids >= FIRST_CHAR).long()
+        return ids.to(self.device), mask.to(self.device)
+
+    def frozen_reference(self) -> CharDiffusionNetwork:
+        """A frozen copy of the network as it is now, in eval mode."""
+        return copy.deepcopy(self).eval().requires_grad_(False)
+
+    def trainable_parameters(self) -> list[nn.Parameter]:
+        return [parameter for parameter in self.parameters() if parameter.requires_grad]
+
+    def save(self, path: str | Path, merge: bool = True) -> Path:
+        """Write the folder `model=char_diffusion model.checkpoint=...` loads again."""
+        return save_char_model(self, path, KIND, self.settings)
+
+
+def masked_positions(prompt_ids: Tensor, width: int | None = None) -> tuple[Tensor, Tensor]:
+    """Column index [N, M] of each row's masked positions, left to right (0 where a row has
+    fewer), and the mask [N, M] of real ones; M is the most any row has, or `width`."""
+    is_masked = prompt_ids == MASK
+    counts = is_masked.sum(dim=1)
+    most = int(counts.max()) if counts.numel() else 0
+    width = most if width is None else width
+    # stable sort puts masked columns first, in their order
+    order = torch.sort((~is_masked).int(), dim=1, stable=True).indices
+    index = order[:, :width]
+    if index.size(1) < width:
+        index = torch.cat([index, index.new_zeros(index.size(0), width - index.size(1))], dim=1)
+    valid = torch.arange(width, device=prompt_ids.device).unsqueeze(0) < counts.unsqueeze(1)
+    return index.masked_fill(~valid, 0), valid
+
+
+def load_char_diffusion(
+    checkpoint: str | None = None,
+    max_length: int = 64,
+    hidden_size: int = 128,
+    num_layers: int = 4,
+    num_heads: int = 4,
+    intermediate_size: int = 512,
+    dropout: float = 0.1,
+    mask_char: str = "\u2588",
+    seed: int = 0,
+    dtype: str = "float32",
+    lora: dict[str, Any] | None = None,
+    load_in_4bit: bool = False,
+) -> CharDiffusionNetwork:
+    """The generator saved in `checkpoint` (its architecture wins over the one given here),
+    or a freshly initialised one from `seed` when `checkpoint` is None."""
+    if lora or load_in_4bit:
+        raise ConfigError(
+            "model=char_diffusion trains all of its few weights: LoRA and 4-bit do not apply; "
+            "drop lora and 4bit from hardware=[...]"
+        )
+    if checkpoint is None:
+        with torch.random.fork_rng():
+            torch.manual_seed(seed)
+            network = CharDiffusionNetwork(
+                max_length,
+                hidden_size,
+                num_layers,
+                num_heads,
+                intermediate_size,
+                dropout,
+                mask_char,
+            )
+        log.info("Char generator: freshly initialised (seed %d)", seed)
+    else:
+        settings, weights = read_char_model(checkpoint, KIND, "generator_checkpoint")
+        # the architecture is the saved one; dropout and the character shown at masked
+        # positions (the mask id is the same whatever shows it) are this run's
+        settings.update(dropout=dropout, mask_char=mask_char)
+        network = CharDiffusionNetwork(**settings)
+        network.load_state_dict(weights)
+        log.info("Char generator: loaded %s", checkpoint)
+    return network.to(DTYPES[dtype])

@@ -1,0 +1,56 @@
+"""The infill role: the trained network fills the masked spans of a character window; the
+outcome the reward scores is the whole window with the fill-in in place."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from src.model.network import PolicyNetwork
+from src.policy.role import Outcomes
+
+
+class Infill:
+    """Prompts are the masked windows (`masked` field, the mask character at each masked
+    position); a completion is one character per masked position, left to right.
+
+    Each outcome's details carry the filled window (`filled`, for the samples tables) and
+    `char_accuracy`, the share of fill characters equal to the original text (logged as
+    `role/char_accuracy` and `eval/role/char_accuracy`): whether a judge is satisfied by
+    restoring the text or by something else.
+    """
+
+    def __init__(self, mask_char: str = "\u2588") -> None:
+        self.mask_char = mask_char
+
+    def prepare(self, network: PolicyNetwork, rows: list[dict[str, Any]]) -> dict[str, float]:
+        """Nothing to prepare: the masked window is the prompt."""
+        return {}
+
+    def prompts(self, rows: list[dict[str, Any]], tokenizer: Any = None) -> list[str]:
+        return [row["masked"] for row in rows]
+
+    def outcomes(
+        self,
+        completions: list[str],
+        rows: list[dict[str, Any]],
+        network: PolicyNetwork | None = None,
+    ) -> Outcomes:
+        """The filled windows, and how many fill characters restore the original."""
+        texts, details = [], []
+        for fill, row in zip(completions, rows, strict=True):
+            filled = self.filled(row["masked"], fill)
+            original = row["answer"]
+            same = sum(a == b for a, b in zip(fill, original, strict=False))
+            texts.append(filled)
+            details.append({"filled": filled, "char_accuracy": same / max(len(original), 1)})
+        return Outcomes(texts, details)
+
+    def filled(self, masked: str, fill: str) -> str:
+        """`masked` with its mask characters replaced by those of `fill`, in order (a fill
+        that is too short leaves the rest masked)."""
+        chars = iter(fill)
+        return "".join(next(chars, char) if char == self.mask_char else char for char in masked)
+
+    def sft_targets(self, rows: list[dict[str, Any]]) -> list[str]:
+        """The original characters of the masked positions: masked-LM training."""
+        return [row["answer"] for row in rows]

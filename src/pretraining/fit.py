@@ -1,0 +1,48 @@
+"""The training loop every stage before GRPO shares: a step-counted Lightning fit on the
+training rows, held-out checks every few steps, metrics to the run's loggers."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import lightning as L
+from torch.utils.data import DataLoader
+
+from src.data.datamodule import PromptDataModule, keep_rows, step_loader
+from src.utils.progress import StepProgressBar
+
+
+def fit_stage(
+    module: L.LightningModule,
+    label: str,
+    datamodule: PromptDataModule,
+    loggers: list[Any],
+    accelerator: str,
+    *,
+    max_steps: int,
+    batch_size: int,
+    eval_every_n_steps: int,
+    seed: int,
+) -> int:
+    """Train `module` for `max_steps` batches of training rows drawn from `seed`, checking
+    on the held-out rows every `eval_every_n_steps`; returns the steps taken."""
+    trainer = L.Trainer(
+        max_steps=max_steps,
+        max_epochs=-1,
+        val_check_interval=min(eval_every_n_steps, max_steps),
+        check_val_every_n_epoch=None,
+        num_sanity_val_steps=0,
+        logger=loggers,
+        log_every_n_steps=min(20, eval_every_n_steps),
+        enable_checkpointing=False,
+        accelerator=accelerator,
+        devices=1,
+        callbacks=[StepProgressBar(label=label)],
+        enable_model_summary=False,
+    )
+    train_loader = step_loader(datamodule.train_rows, batch_size, max_steps, seed)
+    val_loader = DataLoader(
+        datamodule.val_rows, batch_size=datamodule.eval_batch_size, collate_fn=keep_rows
+    )
+    trainer.fit(module, train_loader, val_loader)
+    return trainer.global_step

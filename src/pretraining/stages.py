@@ -1,0 +1,111 @@
+"""Stages that train models a recipe needs before GRPO, each cached like the SFT warm start.
+
+`cfg.stages` names them in order (`task=char_diffusion`: the generator, then its judge). A
+stage fills one top-level key with a folder (`checkpoint_key`, e.g. `generator_checkpoint`):
+a folder the user gives is checked and used as it is; otherwise the key becomes the stage's
+cache folder, named by a hash of every setting that shapes its result (model, data, the
+stage's own settings, the seed and the folders of the stages before it). So the model and
+reward configs can name the folder (`${generator_checkpoint}`) before it is trained, and a
+second run with the same settings goes straight to GRPO.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import shutil
+from pathlib import Path
+from typing import Any
+
+from omegaconf import DictConfig, OmegaConf
+
+from src.data.datamodule import PromptDataModule
+from src.model.char_encoder import char_model_kind
+from src.tracking.run_logger import mlflow_loggers
+from src.utils.config import build
+from src.utils.errors import ConfigError, MissingFileError
+from src.utils.folders import published_folder
+
+log = logging.getLogger(__name__)
+DONE = "stage.json"
+UNSHAPING = ("batch_size", "eval_batch_size", "num_batches", "max_val_rows")  # data keys
+
+
+def resolve_stage_checkpoints(cfg: DictConfig) -> list[str]:
+    """Point every stage's `checkpoint_key` at a folder before anything loads: a given one
+    must hold a model of the stage's `kind`; an unset one becomes the stage's cache folder, or
+    in a dry run with nothing cached, an untrained model's folder under the run folder.
+    Returns one line per stage saying which folder it uses and why."""
+    notes = []
+    for name, stage in (cfg.get("stages") or {}).items():
+        key = stage.checkpoint_key
+        given = cfg.get(key)
+        if given is not None:
+            check_given(str(given), key, stage.kind)
+            notes.append(f"{name}: {given} (given by {key})")
+            continue
+        folder = Path(stage.cache_dir) / f"{name}-{cache_key(cfg, name)}"
+        if (folder / DONE).exists():
+            notes.append(f"{name}: {folder} (cached)")
+        elif cfg.get("dry_run"):
+            folder = Path(cfg.paths.run_dir) / "untrained" / name
+            notes.append(
+                f"{name}: freshly initialised, untrained (none cached yet; a dry run trains nothing)"
+            )
+        else:
+            notes.append(f"{name}: {folder} (trained first)")
+        cfg[key] = str(folder)
+    for note in notes:
+        log.info("Stage %s", note)
+    return notes
+
+
+def check_given(folder: str, key: str, kind: str) -> None:
+    """A folder the user named must exist and hold a model of `kind`."""
+    if not Path(folder).is_dir():
+        raise MissingFileError(f"{key}={folder}: no such folder; give a saved {kind} folder")
+    found = char_model_kind(folder)
+    if found != kind:
+        raise ConfigError(
+            f"{key}={folder} holds {'no char model' if found is None else repr(found)}, not a "
+            f"{kind}; give a folder written by the {kind} stage (or set {key}=null to train one)"
+        )
+
+
+def cache_key(cfg: DictConfig, name: str) -> str:
+    """Hash of the settings that determine stage `name`'s model."""
+    shaping: dict[str, Any] = {"seed": cfg.seed}
+    model = OmegaConf.to_container(cfg.model, resolve=False)
+    model.pop("checkpoint", None)
+    shaping["model"] = model
+    data = OmegaConf.to_container(cfg.data, resolve=True)
+    shaping["data"] = {k: v for k, v in data.items() if k not in UNSHAPING}
+    for earlier, stage in cfg.stages.items():
+        settings = OmegaConf.to_container(stage, resolve=True)
+        settings.pop("cache_dir", None)
+        shaping[earlier] = settings
+        if earlier == name:
+            break
+        shaping[f"{earlier}_folder"] = str(cfg[stage.checkpoint_key])
+    if name != next(iter(cfg.stages)):  # later stages sample with the GRPO sampler
+        shaping["rollout"] = OmegaConf.to_container(cfg.rollout, resolve=True)
+    text = json.dumps(shaping, sort_keys=True, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:12]
+
+
+def run_stages(cfg: DictConfig, datamodule: PromptDataModule, loggers: list[Any]) -> None:
+    """Train, in order, every stage whose folder is not complete yet, logging to the run."""
+    for name, stage in (cfg.get("stages") or {}).items():
+        folder = Path(str(cfg[stage.checkpoint_key]))
+        for logger in mlflow_loggers(loggers):
+            logger.experiment.set_tag(logger.run_id, f"stage.{name}", str(folder))
+        if char_model_kind(folder) is not None:
+            log.info("Stage %s: using %s", name, folder)
+            continue
+        shutil.rmtree(folder, ignore_errors=True)  # an interrupted attempt
+        untrained = bool(cfg.get("dry_run"))
+        with published_folder(folder) as partial:
+            summary = build(stage.train)(partial, cfg, datamodule, loggers, untrained)
+            (partial / DONE).write_text(json.dumps(summary, indent=2, default=str))
+        log.info("Stage %s: %s -> %s", name, summary, folder)

@@ -1,0 +1,172 @@
+"""End-to-end: `task=char_diffusion` from nothing (generator pretraining, judge, GRPO) in one
+MLflow run, cached stages on the second run, a dry run that trains nothing, and the GRPO module
+training the character model and a causal LM through the same code path."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import lightning as L
+import mlflow
+import pytest
+import torch
+
+from src.grpo.module import GRPOModule
+from src.model.char_diffusion import load_char_diffusion
+from src.pretraining.stages import run_stages
+from src.runs.parts import build_run_parts
+from src.train import train
+from src.utils.config import build
+from src.utils.errors import UserError, unwrapped
+from tests.char_diffusion import SMALL
+
+RECIPE_NAMES = ("pg_loss", "kl_penalty", "mean_reward", "std_reward", "mean_advantage", "mean_kl")
+
+
+def runs(cfg) -> list[mlflow.entities.Run]:
+    client = mlflow.MlflowClient(tracking_uri=cfg.paths.mlflow_uri)
+    experiment = client.get_experiment_by_name(cfg.task_name)
+    return client.search_runs([experiment.experiment_id], order_by=["attributes.start_time ASC"])
+
+
+def history(cfg, run, name) -> dict[int, float]:
+    client = mlflow.MlflowClient(tracking_uri=cfg.paths.mlflow_uri)
+    return {m.step: m.value for m in client.get_metric_history(run.info.run_id, name)}
+
+
+@pytest.mark.slow
+def test_the_recipe_runs_from_nothing_then_reuses_its_stages(make_cfg):
+    cfg = make_cfg(*SMALL, tiny=False)
+    train(cfg)
+    first = runs(cfg)[-1]
+    assert history(cfg, first, "generator/loss") and history(cfg, first, "judge/loss")
+    assert history(cfg, first, "generator/val_char_accuracy")
+    assert history(cfg, first, "judge/val_accuracy_generated")
+    for name in (*RECIPE_NAMES, "mean_log_prob", "reward", "kl", "entropy", "role/char_accuracy"):
+        assert sorted(history(cfg, first, name)) == [1, 2], name
+    assert history(cfg, first, "mean_reward") == history(cfg, first, "reward")
+    assert history(cfg, first, "mean_log_prob")[1] < 0
+    for name in ("eval/judge", "eval/role/char_accuracy"):
+        assert sorted(history(cfg, first, name)) == [0, 2], name
+    assert all(0 <= v <= 1 for v in history(cfg, first, "eval/judge").values())
+    generator = Path(first.data.tags["stage.generator"])
+    judge = Path(first.data.tags["stage.judge"])
+    assert json.loads((generator / "stage.json").read_text())["steps"] == 6
+    assert (generator / "early" / "weights.pt").is_file()
+    # The samples table: the masked input, the fill-in, the filled window and its judge score.
+    client = mlflow.MlflowClient(tracking_uri=cfg.paths.mlflow_uri)
+    table = json.loads(
+        Path(client.download_artifacts(first.info.run_id, "samples/step_000001.json")).read_text()
+    )
+    row = dict(zip(table["columns"], table["data"][0], strict=True))
+    assert row["prompt"].count("█") == len(row["completion"]) == 6
+    assert "█" not in row["filled"] and row["reward"] == row["judge"]
+
+    modified = (generator / "weights.pt").stat().st_mtime, (judge / "weights.pt").stat().st_mtime
+    train(cfg)
+    second = runs(cfg)[-1]
+    assert second.info.run_id != first.info.run_id
+    assert not history(cfg, second, "generator/loss") and not history(cfg, second, "judge/loss")
+    assert second.data.tags["stage.judge"] == str(judge)
+    assert modified == (
+        (generator / "weights.pt").stat().st_mtime,
+        (judge / "weights.pt").stat().st_mtime,
+    )
+    assert sorted(history(cfg, second, "eval/judge")) == [0, 2]
+
+
+def test_a_dry_run_trains_nothing_and_reports_fill_ins(make_cfg, tmp_path, capsys):
+    cfg = make_cfg(*SMALL, "dry_run=true", f"save_model={tmp_path / 'model'}", tiny=False)
+    figures = train(cfg)
+    report = capsys.readouterr().out
+    assert "=== dry run: one rollout, no update ===" in report
+    assert "█" in report and "char_accuracy" in report and "judge" in report
+    assert "log_probs (8, " in report and "judge: freshly initialised, untrained" in report
+    assert 0 <= figures["reward"] <= 1
+    assert not Path(cfg.paths.cache_dir).exists()  # nothing trained, nothing cached
+    assert (tmp_path / "run" / "untrained" / "judge" / "char_model.json").is_file()
+    assert not (tmp_path / "model").exists()
+    run = runs(cfg)[-1]
+    assert run.data.tags["dry_run"] == "true" and not history(cfg, run, "generator/loss")
+
+
+def grpo_steps(cfg, monkeypatch) -> tuple[GRPOModule, dict[str, int], bool]:
+    """Two GRPO steps built as `src.train` builds them; calls of each network method, and
+    whether any trained weight moved."""
+    parts = build_run_parts(cfg)
+    run_stages(cfg, parts.datamodule, [])
+    lm = build(cfg.model)
+    calls: dict[str, int] = {}
+    for name in ("log_probs", "encode_prompts", "frozen_reference", "trainable_parameters"):
+        method = getattr(type(lm), name)
+
+        def counted(self, *args, _method=method, _name=name, **kwargs):
+            if self is lm:  # not the frozen reference, another instance of the class
+                calls[_name] = calls.get(_name, 0) + 1
+            return _method(self, *args, **kwargs)
+
+        monkeypatch.setattr(type(lm), name, counted)
+    module = build(cfg.algo, lm=lm, sampler=parts.sampler, policy=parts.policy, reward=parts.reward)
+    before = [p.detach().clone() for p in lm.trainable_parameters()]
+    trainer = L.Trainer(
+        max_steps=2, logger=False, enable_checkpointing=False, enable_progress_bar=False,
+        enable_model_summary=False, num_sanity_val_steps=0, limit_val_batches=0,
+    )  # fmt: skip
+    trainer.fit(module, datamodule=parts.datamodule)
+    moved = any(
+        not torch.equal(a, b) for a, b in zip(before, lm.trainable_parameters(), strict=True)
+    )
+    return module, calls, moved
+
+
+@pytest.mark.slow
+def test_one_grpo_module_trains_the_character_model_and_a_causal_lm(make_cfg, monkeypatch):
+    char_module, char_calls, char_moved = grpo_steps(
+        make_cfg(*SMALL, "stages.generator.train.max_steps=2", "algo.kl_beta=0.1", tiny=False),
+        monkeypatch,
+    )
+    causal_module, causal_calls, causal_moved = grpo_steps(
+        make_cfg("algo.kl_beta=0.1"), monkeypatch
+    )
+    assert type(char_module) is type(causal_module) is GRPOModule
+    assert type(char_module.lm).__name__ == "CharDiffusionNetwork"
+    assert type(causal_module.lm).__name__ == "CausalLM"
+    assert char_moved and causal_moved
+    # The same protocol calls, as often: one path, whatever the network.
+    assert char_calls == causal_calls and char_calls["log_probs"] == 2
+
+
+@pytest.mark.parametrize(
+    ("bad", "message"),
+    [
+        ("short_text", r"short\.txt: 9 characters of text .* data\.window=24"),
+        ("empty_text", r"empty\.txt: no text in it"),
+        ("data.mask_ratio=1.5", r"data\.mask_ratio must be in \(0, 1\), got 1\.5"),
+        ("judge_is_generator", r"judge_checkpoint=.*holds 'char_diffusion', not a char_judge"),
+    ],
+)
+def test_bad_input_fails_before_anything_trains_naming_the_file_or_key(
+    make_cfg, tmp_path, bad, message
+):
+    overrides = []
+    if bad == "short_text":
+        (tmp_path / "short.txt").write_text("too short")
+        overrides.append(f"data.path={tmp_path / 'short.txt'}")
+    elif bad == "empty_text":
+        (tmp_path / "empty.txt").write_text("\n\n")
+        overrides.append(f"data.path={tmp_path / 'empty.txt'}")
+    elif bad == "judge_is_generator":
+        load_char_diffusion(None, max_length=24, hidden_size=32, num_layers=1, num_heads=2).save(
+            tmp_path / "generator"
+        )
+        overrides.append(f"judge_checkpoint={tmp_path / 'generator'}")
+    else:
+        overrides.append(bad)
+    cfg = make_cfg(*SMALL, *overrides, tiny=False)
+    with pytest.raises(Exception) as raised:
+        train(cfg)
+    error = unwrapped(raised.value)
+    assert isinstance(error, UserError) and re.search(message, str(error)), str(error)
+    assert not Path(cfg.paths.cache_dir).exists()  # no stage started
