@@ -201,6 +201,7 @@ def cli_run_record(result: subprocess.CompletedProcess, output_root: Path):
     return client, run
 
 
+@pytest.mark.slow  # a real subprocess: about 10 s
 def test_cfg_job_prints_the_config():
     result = run_cli("--cfg", "job")
     assert result.returncode == 0, result.stderr
