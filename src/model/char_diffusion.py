@@ -23,6 +23,7 @@ from src.model.char_encoder import (
     PAD,
     CharEncoder,
     CharTokenizer,
+    padded,
     read_char_model,
     save_char_model,
 )
@@ -99,12 +100,7 @@ class CharDiffusionNetwork(nn.Module):
 
     def encode_prompts(self, prompts: list[str]) -> dict[str, Tensor]:
         """Masked windows as ids [N, W], left-padded when their lengths differ."""
-        encoded = [self.tokenizer.encode(prompt) for prompt in prompts]
-        width = max(len(ids) for ids in encoded)
-        ids = torch.full((len(prompts), width), PAD, dtype=torch.long)
-        for row, row_ids in enumerate(encoded):
-            if row_ids:
-                ids[row, width - len(row_ids) :] = torch.tensor(row_ids)
+        ids = padded([self.tokenizer.encode(prompt) for prompt in prompts], left=True)
         return {
             "input_ids": ids.to(self.device),
             "attention_mask": (ids != PAD).long().to(self.device),
@@ -113,11 +109,7 @@ class CharDiffusionNetwork(nn.Module):
     def encode_completions(self, texts: list[str]) -> tuple[Tensor, Tensor]:
         """The characters that fill each window's masked positions, right-padded; unknown
         characters (outside the alphabet) are not counted."""
-        encoded = [self.tokenizer.encode(text) for text in texts]
-        width = max([len(ids) for ids in encoded] + [1])
-        ids = torch.full((len(texts), width), PAD, dtype=torch.long)
-        for row, row_ids in enumerate(encoded):
-            ids[row, : len(row_ids)] = torch.tensor(row_ids, dtype=torch.long)
+        ids = padded([self.tokenizer.encode(text) for text in texts], min_width=1)
         mask = (ids >= FIRST_CHAR).long()
         return ids.to(self.device), mask.to(self.device)
 

@@ -144,6 +144,18 @@ class EncoderBlock(nn.Module):
         return hidden + F.dropout(update, dropout, self.training)
 
 
+def padded(rows: list[list[int]], left: bool = False, min_width: int = 0) -> Tensor:
+    """Id lists as one tensor [N, W] filled with the pad id, right-aligned when `left` (left
+    padding), W the longest row or `min_width`."""
+    width = max([len(row) for row in rows] + [min_width])
+    ids = torch.full((len(rows), width), PAD, dtype=torch.long)
+    for number, row in enumerate(rows):
+        if row:
+            start = width - len(row) if left else 0
+            ids[number, start : start + len(row)] = torch.tensor(row, dtype=torch.long)
+    return ids
+
+
 def save_char_model(module: nn.Module, folder: str | Path, kind: str, settings: dict) -> Path:
     """Write `module`'s weights and what rebuilds it (its kind and settings) into `folder`."""
     folder = Path(folder)

@@ -9,7 +9,14 @@ from pathlib import Path
 import torch
 from torch import Tensor, nn
 
-from src.model.char_encoder import PAD, CharEncoder, CharTokenizer, read_char_model, save_char_model
+from src.model.char_encoder import (
+    PAD,
+    CharEncoder,
+    CharTokenizer,
+    padded,
+    read_char_model,
+    save_char_model,
+)
 
 log = logging.getLogger(__name__)
 KIND = "char_judge"
@@ -47,11 +54,7 @@ class CharJudge(nn.Module):
     def encode(self, texts: list[str]) -> Tensor:
         """Windows as ids [N, W], right-padded (positions count from the first character)."""
         encoded = [self.tokenizer.encode(text)[: self.encoder.max_length] for text in texts]
-        width = max([len(ids) for ids in encoded] + [1])
-        ids = torch.full((len(texts), width), PAD, dtype=torch.long)
-        for row, row_ids in enumerate(encoded):
-            ids[row, : len(row_ids)] = torch.tensor(row_ids, dtype=torch.long)
-        return ids.to(self.device)
+        return padded(encoded, min_width=1).to(self.device)
 
     def forward(self, ids: Tensor) -> Tensor:
         """Logits [N] that each window is real text."""

@@ -14,7 +14,7 @@ from typing import Literal
 
 import torch
 
-from src.model.offline import in_hub_cache
+from src.model.offline import hub_cached
 from src.utils.errors import ConfigError, MissingFileError
 from src.utils.hub import hub_reachable
 
@@ -53,7 +53,7 @@ def resolve_encoder(name_or_path: str | Path) -> tuple[str, dict[str, bool]]:
         return str(folder), {}
     if Path(name).is_dir():
         return name, {}
-    if _cached(name):
+    if hub_cached(name):
         return name, {"local_files_only": not hub_reachable()}
     if hub_reachable():
         return name, {}
@@ -61,14 +61,6 @@ def resolve_encoder(name_or_path: str | Path) -> tuple[str, dict[str, bool]]:
         f"encoder {name!r} could not be loaded: it is no local folder, it is not in the Hugging "
         "Face cache and the hub cannot be reached; point the key at a local folder holding it"
     )
-
-
-def _cached(name: str) -> bool:
-    """True when the local Hugging Face cache holds `name` (False for a name no hub id can be)."""
-    try:
-        return in_hub_cache(name)
-    except Exception:  # huggingface_hub refuses names that are not repository ids
-        return False
 
 
 class SentenceEmbedder:

@@ -27,6 +27,14 @@ def in_hub_cache(name: str) -> bool:
     return isinstance(try_to_load_from_cache(name, "config.json"), str)
 
 
+def hub_cached(name: str) -> bool:
+    """`in_hub_cache`, False for a name no hub id can be (huggingface_hub refuses it)."""
+    try:
+        return in_hub_cache(name)
+    except Exception:
+        return False
+
+
 def package_folder(package: str) -> Path:
     """The installed folder of a PyPI package, found without importing it."""
     spec = importlib.util.find_spec(package)

@@ -17,7 +17,7 @@ from transformers import AutoModelForSequenceClassification, AutoTokenizer
 from transformers.utils import logging as hf_logging
 
 from src.model.causal_lm import DTYPES
-from src.model.offline import in_hub_cache
+from src.model.offline import hub_cached
 from src.utils.errors import ConfigError, MissingFileError
 from src.utils.hub import hub_reachable
 
@@ -177,20 +177,12 @@ def resolve_source(name_or_path: str) -> tuple[str, dict[str, Any]]:
         )
     if hub_reachable():
         return name_or_path, {}
-    if _cached(name_or_path):
+    if hub_cached(name_or_path):
         return name_or_path, {"local_files_only": True}
     raise MissingFileError(
         f"{CONFIG_KEY}={name_or_path!r}: no local folder, not in the Hugging Face cache, and "
         "the hub cannot be reached; download it while online or point the key at a local folder"
     )
-
-
-def _cached(name: str) -> bool:
-    """True when the local Hugging Face cache holds `name` (False for a name no hub id can be)."""
-    try:
-        return in_hub_cache(name)
-    except Exception:  # huggingface_hub refuses names that are not repository ids
-        return False
 
 
 def first_line(error: BaseException) -> str:

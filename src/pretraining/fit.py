@@ -3,13 +3,29 @@ training rows, held-out checks every few steps, metrics to the run's loggers."""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import lightning as L
+import torch
 from torch.utils.data import DataLoader
+from transformers import get_cosine_schedule_with_warmup
 
 from src.data.datamodule import PromptDataModule, keep_rows, step_loader
 from src.utils.progress import StepProgressBar
+
+
+def warmup_cosine(
+    optimizer: Callable[..., torch.optim.Optimizer],
+    parameters: Iterable[torch.nn.Parameter],
+    warmup_steps: int,
+    max_steps: int,
+) -> dict[str, Any]:
+    """A stage's optimizer over `parameters` with linear warm-up then cosine decay to 0,
+    stepped every step: what a `configure_optimizers` returns."""
+    built = optimizer(parameters)
+    schedule = get_cosine_schedule_with_warmup(built, warmup_steps, max_steps)
+    return {"optimizer": built, "lr_scheduler": {"scheduler": schedule, "interval": "step"}}
 
 
 def fit_stage(

@@ -21,14 +21,13 @@ import lightning as L
 import torch
 from omegaconf import DictConfig
 from torch import Tensor
-from transformers import get_cosine_schedule_with_warmup
 
 from src.data.char_windows import CharWindowDataModule
 from src.model.char_diffusion import CharDiffusionNetwork, load_char_diffusion
 from src.model.char_encoder import ALPHABET
 from src.model.char_judge import CharJudge
 from src.policy.infill import Infill
-from src.pretraining.fit import fit_stage
+from src.pretraining.fit import fit_stage, warmup_cosine
 from src.pretraining.masked_lm import EARLY
 from src.rollout.char_diffusion import CharDiffusionSampler
 from src.utils.config import build
@@ -122,9 +121,8 @@ class JudgeModule(L.LightningModule):
         self.last_val: dict[str, float] = {}
 
     def configure_optimizers(self) -> Any:
-        optimizer = self.optimizer_factory(self.judge.parameters())
-        schedule = get_cosine_schedule_with_warmup(optimizer, self.warmup_steps, self.max_steps)
-        return {"optimizer": optimizer, "lr_scheduler": {"scheduler": schedule, "interval": "step"}}
+        parameters = self.judge.parameters()
+        return warmup_cosine(self.optimizer_factory, parameters, self.warmup_steps, self.max_steps)
 
     def training_step(self, batch: list[dict[str, Any]], batch_idx: int) -> Tensor:
         rng = random.Random(f"{self.seed}:judge:{self.global_step}")

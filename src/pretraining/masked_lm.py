@@ -18,12 +18,11 @@ import lightning as L
 import torch
 from omegaconf import DictConfig
 from torch import Tensor
-from transformers import get_cosine_schedule_with_warmup
 
 from src.data.char_windows import CharWindowDataModule
 from src.model.char_diffusion import CharDiffusionNetwork
-from src.pretraining.fit import fit_stage
-from src.rollout.rollout import Rollout
+from src.pretraining.fit import fit_stage, warmup_cosine
+from src.rollout.rollout import teacher_forced
 from src.utils.config import build
 
 log = logging.getLogger(__name__)
@@ -32,18 +31,11 @@ EARLY = "early"  # subfolder: the generator partly trained, whose fills the judg
 
 def masked_lm_loss(network: CharDiffusionNetwork, rows: list[dict[str, Any]]) -> Tensor:
     """Mean cross-entropy of the original characters at the masked positions."""
-    prompts = network.encode_prompts([row["masked"] for row in rows])
-    ids, mask = network.encode_completions([row["answer"] for row in rows])
-    targets = Rollout(
-        prompt_ids=prompts["input_ids"],
-        prompt_mask=prompts["attention_mask"],
-        completion_ids=ids,
-        completion_mask=mask,
-        is_clipped=torch.zeros(len(rows), dtype=torch.bool),
-        completions=[row["answer"] for row in rows],
+    targets = teacher_forced(
+        network, [row["masked"] for row in rows], [row["answer"] for row in rows]
     )
     logps, _ = network.log_probs(targets)
-    mask = mask.to(logps.dtype)
+    mask = targets.completion_mask.to(logps.dtype)
     return -(logps * mask).sum() / mask.sum().clamp(min=1)
 
 
@@ -86,9 +78,8 @@ class MaskedLMModule(L.LightningModule):
         self.last_val_accuracy: float | None = None
 
     def configure_optimizers(self) -> Any:
-        optimizer = self.optimizer_factory(self.network.trainable_parameters())
-        schedule = get_cosine_schedule_with_warmup(optimizer, self.warmup_steps, self.max_steps)
-        return {"optimizer": optimizer, "lr_scheduler": {"scheduler": schedule, "interval": "step"}}
+        parameters = self.network.trainable_parameters()
+        return warmup_cosine(self.optimizer_factory, parameters, self.warmup_steps, self.max_steps)
 
     def training_step(self, batch: list[dict[str, Any]], batch_idx: int) -> Tensor:
         rng = random.Random(f"{self.seed}:{self.global_step}")

@@ -7,6 +7,8 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
+from src.model.network import PolicyNetwork
+
 
 @dataclass
 class Rollout:
@@ -40,6 +42,21 @@ class Rollout:
             is_clipped=self.is_clipped[index],
             completions=[self.completions[i] for i in index.tolist()],
         )
+
+
+def teacher_forced(network: PolicyNetwork, prompts: list[str], targets: list[str]) -> Rollout:
+    """The prompts with the given target completions, encoded as a rollout to score (what
+    supervised training teaches: the targets' log-probs under the network)."""
+    encoded = network.encode_prompts(prompts)
+    target_ids, target_mask = network.encode_completions(targets)
+    return Rollout(
+        prompt_ids=encoded["input_ids"],
+        prompt_mask=encoded["attention_mask"],
+        completion_ids=target_ids,
+        completion_mask=target_mask,
+        is_clipped=torch.zeros(len(prompts), dtype=torch.bool),
+        completions=targets,
+    )
 
 
 def completion_mask(completion_ids: Tensor, eos_token_id: int | list[int]) -> tuple[Tensor, Tensor]:

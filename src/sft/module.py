@@ -17,7 +17,7 @@ from src.evaluation.greedy import GreedyScorer
 from src.model.network import PolicyNetwork
 from src.policy.role import Role
 from src.reward.combine import CombinedReward
-from src.rollout.rollout import Rollout
+from src.rollout.rollout import Rollout, teacher_forced
 from src.rollout.sampler import Sampler
 
 
@@ -50,17 +50,8 @@ class SFTModule(L.LightningModule):
 
     def teacher_forced(self, rows: list[dict[str, Any]]) -> Rollout:
         """The rows' prompts with their target completions, as a rollout to score."""
-        targets = self.policy.sft_targets(rows)
-        prompts = self.lm.encode_prompts(self.policy.prompts(rows, self.lm.tokenizer))
-        target_ids, target_mask = self.lm.encode_completions(targets)
-        return Rollout(
-            prompt_ids=prompts["input_ids"],
-            prompt_mask=prompts["attention_mask"],
-            completion_ids=target_ids,
-            completion_mask=target_mask,
-            is_clipped=torch.zeros(len(rows), dtype=torch.bool),
-            completions=targets,
-        )
+        prompts = self.policy.prompts(rows, self.lm.tokenizer)
+        return teacher_forced(self.lm, prompts, self.policy.sft_targets(rows))
 
     def training_step(self, batch: list[dict[str, Any]], batch_idx: int) -> Tensor:
         targets = self.teacher_forced(batch)
