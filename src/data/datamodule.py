@@ -12,7 +12,7 @@ import torch
 from torch.utils.data import DataLoader, Sampler
 
 from src.data.files import DataFileError, read_rows, require_fields
-from src.data.mcq import clean_rows
+from src.data.mcq import blank, clean_rows
 from src.utils.errors import ConfigError
 
 log = logging.getLogger(__name__)
@@ -89,7 +89,7 @@ class PromptDataModule(L.LightningDataModule):
         max_val_rows: int | None = None,
         batch_size: int = 16,
         eval_batch_size: int = 64,
-        num_batches: int = 1000,
+        num_batches: int | None = 1000,
         seed: int = 0,
     ) -> None:
         super().__init__()
@@ -170,6 +170,34 @@ class PromptDataModule(L.LightningDataModule):
         self.train_rows, self.val_rows = train_rows, val_rows
         self.report.update(train_rows=len(train_rows), val_rows=len(val_rows))
         log.info("Data: %d training rows, %d held-out rows", len(train_rows), len(val_rows))
+
+    def drop_rows_without(self, needs: dict[str, str]) -> None:
+        """Drop the rows where a field in `needs` (field -> the reward that needs it) is empty,
+        counted in the report under `unscorable.<split>.<field>`; fails when a split empties."""
+        unscorable: dict[str, dict[str, int]] = {}
+        for split in ("train", "val"):
+            kept = getattr(self, f"{split}_rows")
+            for field, user in needs.items():
+                before, kept = len(kept), [row for row in kept if not blank(row.get(field))]
+                if len(kept) < before:
+                    unscorable.setdefault(split, {})[field] = before - len(kept)
+                    log.warning(
+                        "%s: dropped %d %s rows without %r, which reward %s needs",
+                        self.report.get("source"),
+                        before - len(kept),
+                        split,
+                        field,
+                        user,
+                    )
+            if not kept:
+                raise DataFileError(
+                    f"{self.report.get('source')}: no {split} rows left, none has the fields the "
+                    f"reward needs ({needs}); give rows with them or choose another reward"
+                )
+            setattr(self, f"{split}_rows", kept)
+        if unscorable:
+            self.report["unscorable"] = unscorable
+            self.report.update(train_rows=len(self.train_rows), val_rows=len(self.val_rows))
 
     def setup(self, stage: str | None = None) -> None:
         self.prepare_rows()

@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import math
 from collections.abc import Callable
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, Protocol, runtime_checkable
 
 import torch
 from torch import Tensor
@@ -16,6 +16,14 @@ log = logging.getLogger(__name__)
 
 RewardFunction = Callable[[list[str], list[dict[str, Any]]], list[float]]
 ON_ERROR = ("raise", "zero")
+
+
+@runtime_checkable
+class NeedsRowFields(Protocol):
+    """A reward function that can score only rows where these fields are non-empty (accuracy
+    needs a gold final answer); rows without them are dropped and counted before training."""
+
+    required_fields: tuple[str, ...]
 
 
 class RewardError(RuntimeError):
@@ -66,6 +74,15 @@ class CombinedReward:
         self.weights = {name: float(weights.get(name, 1.0)) for name in self.functions}
         self.on_error = on_error
         self._warned: set[str] = set()
+
+    def required_fields(self) -> dict[str, str]:
+        """Row field -> the name of the function that needs it non-empty."""
+        return {
+            field: name
+            for name, function in self.functions.items()
+            if isinstance(function, NeedsRowFields)
+            for field in function.required_fields
+        }
 
     def __call__(self, outcomes: list[str], rows: list[dict[str, Any]]) -> Scores:
         """Total reward [N], each function's scores [N] and error counts; rows align with outcomes."""
