@@ -17,6 +17,7 @@ from src.pretraining.stages import resolve_stage_checkpoints
 from src.retrieval.retriever import Retriever
 from src.reward.combine import CombinedReward
 from src.rollout.sampler import Sampler
+from src.runs.length import settle_max_steps
 from src.runs.resume import ResumePoint
 from src.runs.settings import check_settings
 from src.utils.config import build
@@ -45,10 +46,13 @@ def build_run_parts(cfg: DictConfig, resume: ResumePoint | None = None) -> RunPa
     L.seed_everything(cfg.seed, workers=True)
     datamodule = build(cfg.data)
     datamodule.prepare_rows()
+    reward: CombinedReward = build(cfg.reward)
+    datamodule.drop_rows_without(reward.required_fields())  # e.g. accuracy: a gold final answer
+    settle_max_steps(cfg, datamodule)  # epochs=N: steps from the number of training rows
     return RunParts(
         datamodule=datamodule,
         policy=build(cfg.policy, **checked_retriever(cfg)),
-        reward=build(cfg.reward),
+        reward=reward,
         sampler=build(cfg.rollout),
         loggers=[build_logger(logger, resume) for logger in cfg.get("logger", {}).values()],
         notes=notes,

@@ -3,6 +3,7 @@ with the config key to change. Every setting is checked here and nowhere else.""
 
 from __future__ import annotations
 
+import logging
 import math
 from pathlib import Path
 from typing import Any
@@ -14,6 +15,9 @@ from src.model.causal_lm import DTYPES
 from src.utils.config import plain
 from src.utils.errors import ConfigError, MissingFileError
 from src.utils.folders import check_writable
+
+log = logging.getLogger(__name__)
+HIGH_KL = 0.5  # above this the KL term tends to hold the policy at its reference
 
 
 def check_settings(cfg: DictConfig) -> None:
@@ -46,6 +50,13 @@ def check_algo_settings(
         )
     if kl_beta < 0:
         raise ConfigError(f"algo.kl_beta must be >= 0, got {kl_beta}")
+    if kl_beta > HIGH_KL:
+        log.warning(
+            "algo.kl_beta=%s is high: above %s the KL term tends to keep the policy where it "
+            "started (0.01-0.1 is usual)",
+            kl_beta,
+            HIGH_KL,
+        )
     if not (0 <= epsilon_low < 1 or epsilon_low == math.inf) or epsilon_high < 0:
         raise ConfigError(
             "algo.epsilon_low must be in [0, 1) and algo.epsilon_high >= 0 (the ratio is clipped "
@@ -84,6 +95,16 @@ def check_model_settings(model: dict[str, Any]) -> None:
             "model.load_in_4bit=true without LoRA: 4-bit weights cannot be trained; "
             "add the adapter with hardware=[4bit,lora] (or set model.lora)"
         )
+    adapter = model.get("adapter_path")
+    if (
+        adapter
+        and str(adapter).startswith(("/", ".", "~"))
+        and not Path(adapter).expanduser().is_dir()
+    ):
+        raise MissingFileError(
+            f"model.adapter_path: no adapter folder at {adapter} (preset=from_sft takes it as "
+            "sft_adapter=DIR); point it to a saved LoRA adapter, e.g. a run's model/ folder"
+        )
 
 
 RETRIEVAL_ROLES = ("src.policy.rewriter.Rewriter", "src.policy.reader.Reader")
@@ -117,7 +138,16 @@ def check_role_settings(cfg: DictConfig) -> None:
 def check_trainer_settings(cfg: DictConfig) -> None:
     """Run-length, evaluation and checkpoint intervals that cannot work."""
     trainer = cfg.get("trainer") or {}
-    if int(trainer.get("max_steps", 1)) < 1:
+    epochs = cfg.get("epochs")
+    if epochs is not None and not float(epochs) > 0:
+        raise ConfigError(f"epochs must be > 0 (passes over the training rows), got {epochs}")
+    if trainer.get("max_steps", 1) is None:
+        if epochs is None:
+            raise ConfigError(
+                "trainer.max_steps is null and epochs is not set: give the run length as "
+                "trainer.max_steps=N or epochs=N"
+            )
+    elif int(trainer.get("max_steps", 1)) < 1:
         raise ConfigError(f"trainer.max_steps must be >= 1, got {trainer.get('max_steps')}")
     interval = trainer.get("val_check_interval")
     if interval is not None and int(interval) < 1:

@@ -5,9 +5,10 @@ from __future__ import annotations
 import pytest
 from hydra.errors import MissingConfigException
 
+from src.runs.settings import check_settings
 from src.train import train
 from src.utils.compose import compose_train_config
-from src.utils.errors import ConfigError
+from src.utils.errors import ConfigError, MissingFileError
 
 CASES = [
     ("algo.group_size=1", "algo.group_size must be >= 2"),
@@ -22,6 +23,8 @@ CASES = [
         r"4-bit weights cannot be trained; add the adapter with hardware=\[4bit,lora\]",
     ),
     ("trainer.max_steps=0", "trainer.max_steps must be >= 1"),
+    ("trainer.max_steps=null", "trainer.max_steps is null and epochs is not set"),
+    ("epochs=0", "epochs must be > 0"),
     (
         "algo.num_iterations=3",
         "every_n_train_steps=100 is not a multiple of algo.num_iterations=3: .* every 300 steps",
@@ -57,3 +60,19 @@ def test_unknown_names_list_the_choices(override, group):
     with pytest.raises(MissingConfigException, match=f"Could not find '{group}/") as raised:
         compose_train_config([override])
     assert "Available options" in str(raised.value)
+
+
+def test_a_high_kl_weight_is_warned_about(make_cfg, caplog):
+    check_settings(make_cfg("algo.kl_beta=0.8"))
+    assert "algo.kl_beta=0.8 is high" in caplog.text
+    caplog.clear()
+    check_settings(make_cfg("algo.kl_beta=0.1"))
+    assert "is high" not in caplog.text
+
+
+def test_a_missing_sft_adapter_is_named_before_anything_loads(make_cfg, tmp_path):
+    cfg = make_cfg("task=math", "preset=from_sft", f"sft_adapter={tmp_path / 'nowhere'}")
+    with pytest.raises(
+        MissingFileError, match="model.adapter_path: no adapter folder at .*sft_adapter=DIR"
+    ):
+        check_settings(cfg)

@@ -1,0 +1,38 @@
+"""A run length given in passes over the data (`epochs=N`) turned into optimizer steps, once the
+training rows are known."""
+
+from __future__ import annotations
+
+import logging
+import math
+
+from omegaconf import DictConfig, open_dict
+
+from src.data.datamodule import PromptDataModule
+
+log = logging.getLogger(__name__)
+
+
+def settle_max_steps(cfg: DictConfig, datamodule: PromptDataModule) -> int:
+    """`trainer.max_steps` as set, or, when it is null, ceil(epochs x training rows /
+    data.batch_size) rollouts of `algo.num_iterations` updates each; written into the config
+    (which the scheduler horizon and evaluation interval follow) and the data module."""
+    epochs = cfg.get("epochs")
+    steps = cfg.trainer.max_steps
+    if steps is not None:
+        if epochs:
+            log.info("trainer.max_steps=%s is set: epochs=%s is not used", steps, epochs)
+        return int(steps)
+    rollouts = math.ceil(float(epochs) * len(datamodule.train_rows) / datamodule.batch_size)
+    steps = rollouts * int(cfg.algo.num_iterations)
+    with open_dict(cfg):
+        cfg.trainer.max_steps = steps
+    datamodule.num_batches = rollouts
+    log.info(
+        "Run length: %s epochs of %d training rows in batches of %d = %d steps",
+        epochs,
+        len(datamodule.train_rows),
+        datamodule.batch_size,
+        steps,
+    )
+    return steps

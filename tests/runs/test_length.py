@@ -1,0 +1,81 @@
+"""Presets and `epochs=N`: a run length in passes over the data becomes optimizer steps once the
+training rows are known; `trainer.max_steps=N` on the command line wins."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from src.runs.parts import build_run_parts
+from src.runs.settings import check_settings
+from src.utils.errors import ConfigError
+
+MATH_TRAIN_ROWS = 270 - 30  # CHAMP less the held-out problems
+
+
+def settled(make_cfg, *overrides: str):
+    """The config after `build_run_parts` has fixed the run length, and the data module."""
+    cfg = make_cfg("task=math", *overrides, tiny=False)
+    return cfg, build_run_parts(cfg).datamodule
+
+
+@pytest.mark.parametrize(
+    ("preset", "epochs", "group_size", "batch_size"),
+    [
+        ("default", 3, 4, 2),
+        ("fast_test", 1, 2, 1),
+        ("full_training", 5, 8, 4),
+        ("from_sft", 3, 4, 2),
+        ("low_memory", 3, 2, 1),
+    ],
+)
+def test_a_preset_sets_the_size_and_epochs_become_steps(
+    make_cfg, preset, epochs, group_size, batch_size
+):
+    cfg, data = settled(make_cfg, f"preset={preset}")
+    steps = math.ceil(epochs * MATH_TRAIN_ROWS / batch_size)
+    assert (cfg.epochs, data.batch_size) == (epochs, batch_size)
+    assert cfg.trainer.max_steps == steps and data.num_batches == steps
+    assert cfg.algo.scheduler.num_training_steps == steps  # the schedule follows
+    assert cfg.trainer.val_check_interval == min(60, steps)
+    assert cfg.algo.group_size == group_size
+
+
+def test_the_math_task_without_a_preset_is_the_default_preset(make_cfg):
+    plain = make_cfg("task=math", tiny=False)
+    named = make_cfg("task=math", "preset=default", tiny=False)
+    assert plain == named and plain.epochs == 3 and plain.trainer.max_steps is None
+
+
+def test_steps_on_the_command_line_win_over_a_presets_epochs(make_cfg):
+    cfg, data = settled(make_cfg, "preset=full_training", "trainer.max_steps=7")
+    assert cfg.trainer.max_steps == 7 and data.num_batches == 7
+
+
+def test_several_updates_per_rollout_multiply_the_steps(make_cfg):
+    cfg, data = settled(make_cfg, "preset=fast_test", "algo.num_iterations=2")
+    assert data.num_batches == MATH_TRAIN_ROWS and cfg.trainer.max_steps == 2 * MATH_TRAIN_ROWS
+
+
+def test_epochs_apply_to_any_task(make_cfg):
+    cfg, data = settled(
+        make_cfg, "task=arithmetic", "epochs=0.5", "trainer.max_steps=null", "data.batch_size=64"
+    )
+    assert cfg.trainer.max_steps == math.ceil(0.5 * len(data.train_rows) / 64)
+
+
+def test_from_sft_runs_the_warm_start_only_without_an_adapter(make_cfg, tmp_path):
+    warm = make_cfg("task=math", "preset=from_sft", tiny=False)
+    assert warm.sft.enabled and warm.model.adapter_path is None
+    assert warm.algo.optimizer.lr == 5e-6
+    given = make_cfg("task=math", "preset=from_sft", f"sft_adapter={tmp_path}", tiny=False)
+    assert not given.sft.enabled and given.model.adapter_path == str(tmp_path)
+
+
+def test_low_memory_loads_4_bit_weights_and_needs_lora(make_cfg):
+    cfg = make_cfg("task=math", "preset=low_memory", tiny=False)
+    assert cfg.model.load_in_4bit and cfg.model.gradient_checkpointing and cfg.model.lora.r
+    check_settings(cfg)
+    with pytest.raises(ConfigError, match="4-bit weights cannot be trained"):
+        check_settings(make_cfg("task=math", "preset=low_memory", "model=tiny", tiny=False))
