@@ -77,21 +77,6 @@ def test_the_recipe_runs_from_nothing_then_reuses_its_stages(make_cfg):
     assert sorted(history(cfg, second, "eval/judge")) == [0, 2]
 
 
-def test_a_dry_run_trains_nothing_and_reports_fill_ins(make_cfg, tmp_path, capsys):
-    cfg = make_cfg(*SMALL, "dry_run=true", f"save_model={tmp_path / 'model'}", tiny=False)
-    figures = train(cfg)
-    report = capsys.readouterr().out
-    assert "=== dry run: one rollout, no update ===" in report
-    assert "█" in report and "char_accuracy" in report and "judge" in report
-    assert "log_probs (8, " in report and "judge: freshly initialised, untrained" in report
-    assert 0 <= figures["reward"] <= 1
-    assert not Path(cfg.paths.cache_dir).exists()  # nothing trained, nothing cached
-    assert (tmp_path / "run" / "untrained" / "judge" / "char_model.json").is_file()
-    assert not (tmp_path / "model").exists()
-    run = runs(cfg)[-1]
-    assert run.data.tags["dry_run"] == "true" and not history(cfg, run, "generator/loss")
-
-
 def grpo_steps(cfg, monkeypatch) -> tuple[GRPOModule, dict[str, int], bool]:
     """Two GRPO steps built as `src.train` builds them; calls of each network method, and
     whether any trained weight moved."""

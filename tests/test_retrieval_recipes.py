@@ -124,23 +124,6 @@ def test_reader_trains_with_overlap_rewards(make_cfg, tmp_path):
     assert run.data.tags["retriever"] == "bm25"
 
 
-@pytest.mark.parametrize("name", ["rewriter", "reader"])
-def test_dry_run_reports_one_rollout_and_trains_nothing(make_cfg, tmp_path, capsys, rewriter, name):
-    recipe = rewriter if name == "rewriter" else READER
-    cfg = make_cfg(*recipe, "dry_run=true", f"save_model={tmp_path / 'model'}")
-    figures = train(cfg)
-    report = capsys.readouterr().out
-    assert "=== dry run" in report and "shapes: prompt_ids" in report and "peak memory" in report
-    assert ("queries:" in report and "titles:" in report and "plan:" in report) == (
-        name == "rewriter"
-    )
-    assert "timing/sampling" in figures
-    assert not (tmp_path / "model").exists()
-    run = runs(cfg)[-1]
-    assert run.data.tags["dry_run"] == "true"
-    assert "loss" not in run.data.metrics
-
-
 @pytest.mark.parametrize(
     ("overrides", "error", "message"),
     [

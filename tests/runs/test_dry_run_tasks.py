@@ -1,0 +1,102 @@
+"""`dry_run=true` for every task in conf/task: model and data load, one rollout is made and
+scored, a report is printed, and nothing is trained or saved; MLflow records a dry run."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import mlflow
+import pytest
+
+from src.train import train
+from src.utils.resolvers import PROJECT_ROOT
+from tests.char_diffusion import SMALL as CHAR_DIFFUSION
+
+TASKS = sorted(path.stem for path in (PROJECT_ROOT / "conf" / "task").glob("*.yaml"))
+MEDQA_SAMPLE = PROJECT_ROOT / "src" / "data" / "samples" / "medqa_sample.jsonl"
+SHORT = ["algo.group_size=2", "algo.max_completion_length=6", "data.batch_size=2"]
+
+# Per task: overrides that keep the run small, whether it uses the tiny model, and what its
+# report must show beyond the common parts. A new task gets an entry here.
+SETTINGS: dict[str, tuple[list[str], bool, list[str]]] = {
+    "arithmetic": (SHORT, True, ["What is"]),
+    "medmcqa": (SHORT, True, ["<SOLUTION>", "similarity"]),
+    "medqa": (SHORT, True, ["<SOLUTION>", "similarity"]),
+    "math": (SHORT, True, ["Solve the following problem", "The answer is"]),
+    "medqa_rewriter": (
+        [
+            *SHORT,
+            "hardware=[cpu,lora]",
+            "policy.planner.max_completion_length=6",
+            "policy.num_queries=2",
+            "retrieval.k=1",
+        ],
+        True,
+        ["plan:", "queries:", "titles:"],
+    ),
+    "reader": ([*SHORT, "hardware=[cpu,lora]", "retrieval.k=1"], True, ["passages"]),
+    "char_diffusion": (
+        CHAR_DIFFUSION,
+        False,
+        ["█", "char_accuracy", "judge: freshly initialised, untrained"],
+    ),
+}
+
+
+def test_every_task_has_dry_run_settings():
+    assert set(SETTINGS) == set(TASKS), "give the new task small dry-run settings here"
+
+
+@pytest.mark.parametrize("task", TASKS)
+def test_a_dry_run_makes_one_rollout_and_trains_nothing(make_cfg, tmp_path, capsys, task):
+    overrides, tiny, shown = SETTINGS[task]
+    if task == "medqa_rewriter":  # planning every sample question takes a while: use 12
+        subset = tmp_path / "medqa.jsonl"
+        subset.write_text("\n".join(MEDQA_SAMPLE.read_text().splitlines()[:12]) + "\n")
+        overrides = [*overrides, f"data.path={subset}"]
+    cfg = make_cfg(
+        f"task={task}", *overrides, "dry_run=true", f"save_model={tmp_path / 'model'}", tiny=tiny
+    )
+    figures = train(cfg)
+
+    report = capsys.readouterr().out
+    assert "=== dry run: one rollout, no update ===" in report
+    assert "prompt:" in report and "completion 2:" in report and "reward:" in report
+    assert "shapes: prompt_ids" in report and "log_probs (" in report and "peak memory" in report
+    for text in shown:
+        assert text in report, text
+    for name in cfg.reward.functions:  # every reward component is shown per completion
+        assert f"'{name}':" in report, name
+    assert "timing/sampling" in figures and "reward" in figures
+
+    assert not (tmp_path / "model").exists()
+    assert not (Path(cfg.paths.run_dir) / "checkpoints").exists()
+    client = mlflow.MlflowClient(tracking_uri=cfg.paths.mlflow_uri)
+    experiment = client.get_experiment_by_name(cfg.task_name)
+    (run,) = client.search_runs([experiment.experiment_id])
+    assert run.data.tags["dry_run"] == "true" and run.info.status == "FINISHED"
+    assert "loss" not in run.data.metrics and "eval/reward" not in run.data.metrics
+    if task == "char_diffusion":  # its stages are not trained, and nothing is cached
+        assert not Path(cfg.paths.cache_dir).exists()
+        assert (Path(cfg.paths.run_dir) / "untrained" / "judge" / "char_model.json").is_file()
+
+
+@pytest.mark.slow  # SmolLM2 is converted from its GGUF copy once per session: about a minute
+def test_the_math_dry_run_on_smollm2_shows_the_chat_prompt_and_each_component(
+    make_cfg, tmp_path, capsys
+):
+    cfg = make_cfg(
+        "task=math",
+        *SHORT,
+        "algo.max_completion_length=24",
+        "dry_run=true",
+        f"save_model={tmp_path / 'model'}",
+        tiny=False,
+    )
+    figures = train(cfg)
+    report = capsys.readouterr().out
+    assert "<|im_start|>system" in report and "You are an expert on mathematics" in report
+    for name in ("length", "formulas", "concepts", "structure"):
+        assert f"'{name}':" in report
+    assert "completion_ids (4, " in report and 0 <= figures["reward"] <= 1
+    assert not (tmp_path / "model").exists()
