@@ -32,16 +32,16 @@ SMALL = [
 ]
 
 
-@pytest.mark.slow  # about 25 s: a warm start and two GRPO steps over 8-token answers
+@pytest.mark.slow  # a warm start and two GRPO steps (about 10 s), kept out of the fast loop
 def test_from_sft_warm_starts_then_trains_with_every_heuristic_component(make_cfg, tmp_path):
     cfg = make_cfg(*SMALL, tiny=False)
     train(cfg)
     (run,) = runs(cfg)
     tags, params = run.data.tags, run.data.params
-    assert "warm_start" in tags and params["model.adapter_path"].startswith(cfg.sft.cache_dir)
+    assert tags["warm_start"].startswith(cfg.sft.cache_dir)  # GRPO went on from this adapter
     assert params["algo.optimizer.lr"] == "5e-06" and params["epochs"] == "3"
     assert params["trainer.max_steps"] == "2"  # the command line wins over the preset's epochs
-    assert sorted(history(cfg, run, "sft/loss"))
+    assert history(cfg, run, "sft/eval_reward")  # the warm start checked its held-back rows
     for name in COMPONENTS:
         assert sorted(history(cfg, run, f"rewards/{name}/mean")) == [1, 2], name
         assert sorted(history(cfg, run, f"eval/{name}")) == [0, 2], name

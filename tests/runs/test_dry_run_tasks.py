@@ -79,24 +79,3 @@ def test_a_dry_run_makes_one_rollout_and_trains_nothing(make_cfg, tmp_path, caps
     if task == "char_diffusion":  # its stages are not trained, and nothing is cached
         assert not Path(cfg.paths.cache_dir).exists()
         assert (Path(cfg.paths.run_dir) / "untrained" / "judge" / "char_model.json").is_file()
-
-
-@pytest.mark.slow  # SmolLM2 is converted from its GGUF copy once per session: about a minute
-def test_the_math_dry_run_on_smollm2_shows_the_chat_prompt_and_each_component(
-    make_cfg, tmp_path, capsys
-):
-    cfg = make_cfg(
-        "task=math",
-        *SHORT,
-        "algo.max_completion_length=24",
-        "dry_run=true",
-        f"save_model={tmp_path / 'model'}",
-        tiny=False,
-    )
-    figures = train(cfg)
-    report = capsys.readouterr().out
-    assert "<|im_start|>system" in report and "You are an expert on mathematics" in report
-    for name in ("length", "formulas", "concepts", "structure"):
-        assert f"'{name}':" in report
-    assert "completion_ids (4, " in report and 0 <= figures["reward"] <= 1
-    assert not (tmp_path / "model").exists()

@@ -7,8 +7,9 @@ import math
 
 import pytest
 
-from src.runs.parts import build_run_parts
+from src.runs.length import settle_max_steps
 from src.runs.settings import check_settings
+from src.utils.config import build
 from src.utils.errors import ConfigError
 
 MATH_TRAIN_ROWS = 270 - 30  # CHAMP less the held-out problems
@@ -17,7 +18,11 @@ MATH_TRAIN_ROWS = 270 - 30  # CHAMP less the held-out problems
 def settled(make_cfg, *overrides: str):
     """The config after `build_run_parts` has fixed the run length, and the data module."""
     cfg = make_cfg("task=math", *overrides, tiny=False)
-    return cfg, build_run_parts(cfg).datamodule
+    check_settings(cfg)
+    datamodule = build(cfg.data)
+    datamodule.prepare_rows()
+    settle_max_steps(cfg, datamodule)  # as build_run_parts does, without opening MLflow
+    return cfg, datamodule
 
 
 @pytest.mark.parametrize(
