@@ -27,7 +27,8 @@ import re
 from collections import Counter
 from typing import Any
 
-CALCULATOR = re.compile(r"<<[^<>]*>>")
+from src.data.math import CALCULATOR
+
 ALPHABETIC = re.compile(r"[A-Za-z]{2,}(?:['’-][A-Za-z]+)*")
 PUNCTUATION = "\"'’“”.,;:!?()[]{}`*"
 PROSE_FULL = 0.3  # prose share that earns the full prose factor
