@@ -26,6 +26,9 @@ class CharDiffusionSampler:
         self.temperature = temperature
         self.top_p = top_p
 
+    def sync(self, network: CharDiffusionNetwork) -> None:
+        """Nothing to do: sampling runs the trained network itself."""
+
     @torch.no_grad()
     def sample(
         self,

@@ -29,6 +29,9 @@ class HFSampler:
         self.top_k = top_k
         self.repetition_penalty = repetition_penalty
 
+    def sync(self, lm: CausalLM) -> None:
+        """Nothing to do: `generate` runs the trained network itself."""
+
     @torch.no_grad()
     def sample(
         self, lm: CausalLM, prompts: list[str], group_size: int, greedy: bool = False

@@ -1,4 +1,4 @@
-"""What a sampling backend provides (hf today, vLLM later), declared once."""
+"""What a sampling backend provides (hf, vLLM), declared once."""
 
 from __future__ import annotations
 
@@ -20,4 +20,10 @@ class Sampler(Protocol):
     ) -> Rollout:
         """G completions for each prompt, rows i*G .. i*G+G-1 for prompt i; greedy decoding
         (one answer per prompt, for evaluation) when asked."""
+        ...
+
+    def sync(self, network: PolicyNetwork) -> None:
+        """Make the next samples come from the network's current weights; called after every
+        optimizer step. A sampler that runs the network itself (hf) has nothing to do; one
+        with its own copy of the weights (vLLM) loads the adapter or the weights here."""
         ...
