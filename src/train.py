@@ -61,7 +61,7 @@ def train(cfg: DictConfig, tags: dict[str, str] | None = None) -> dict[str, floa
         trainer.fit(module, datamodule=datamodule, ckpt_path=checkpoint, weights_only=True)
         if trainer.global_step % cfg.trainer.val_check_interval:
             trainer.validate(module, datamodule=datamodule, verbose=False)
-        if cfg.get("save_model"):
+        if cfg.get("save_model") and trainer.is_global_zero:  # one process writes the model
             log.info("Saving the trained policy to %s", lm.save(cfg.save_model, merge=False))
     metrics = {name: float(value) for name, value in trainer.callback_metrics.items()}
     log.info("Final metrics: %s", {k: round(v, 4) for k, v in sorted(metrics.items())})

@@ -13,6 +13,7 @@ from torch.utils.data import DataLoader, Sampler
 
 from src.data.files import DataFileError, read_rows, require_fields
 from src.data.mcq import blank, clean_rows
+from src.utils.distributed import rank, world_size
 from src.utils.errors import ConfigError
 
 log = logging.getLogger(__name__)
@@ -23,17 +24,20 @@ def keep_rows(batch: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return batch
 
 
-class StepSampler(Sampler[int]):
-    """Row indices for `num_batches` batches per pass over the data, in an order that depends
+class StepSampler(Sampler[list[int]]):
+    """Batches of row indices, `num_batches` per pass over the data, in an order that depends
     only on the seed and the pass, so a resumed run can start at any batch of any pass.
 
     A pass is one Lightning epoch; Lightning calls `set_epoch` before each. Within a pass the
-    rows come as whole random permutations, as torch's `RandomSampler` draws them."""
+    rows come as whole random permutations, as torch's `RandomSampler` draws them.
+    `batch_size` is the global batch: on several processes each takes its own contiguous
+    share of every batch (rank r the r-th), read from the process group when iterated, so
+    the processes together see exactly the batches one process would."""
 
     def __init__(self, num_rows: int, batch_size: int, num_batches: int, seed: int) -> None:
         self.num_rows = num_rows
         self.batch_size = batch_size
-        self.num_samples = num_batches * batch_size
+        self.num_batches = num_batches
         self.seed = seed
         self.epoch = 0
         self.start_batch = 0  # the next pass starts here (set when resuming), then from 0
@@ -47,24 +51,81 @@ class StepSampler(Sampler[int]):
         self.epoch, self.start_batch = epoch, batch
 
     def __len__(self) -> int:
-        return self.num_samples
+        return self.num_batches
 
-    def __iter__(self) -> Iterator[int]:
+    def __iter__(self) -> Iterator[list[int]]:
         # Pass 0 draws exactly what RandomSampler(generator=manual_seed(seed)) would.
         generator = torch.Generator().manual_seed(self.seed + 1_000_003 * self.epoch)
         order: list[int] = []
-        while len(order) < self.num_samples:
+        while len(order) < self.num_batches * self.batch_size:
             order += torch.randperm(self.num_rows, generator=generator).tolist()
-        start, self.start_batch = self.start_batch * self.batch_size, 0
-        yield from order[start : self.num_samples]
+        start, self.start_batch = self.start_batch, 0
+        share, first = process_share(self.batch_size)
+        for batch in range(start, self.num_batches):
+            offset = batch * self.batch_size + first
+            yield order[offset : offset + share]
+
+
+def process_share(batch_size: int) -> tuple[int, int]:
+    """How many rows of a global batch of `batch_size` this process takes, and from where."""
+    processes = world_size()
+    if batch_size % processes:
+        raise ConfigError(
+            f"data.batch_size={batch_size} does not split over {processes} processes; "
+            f"make it a multiple of {processes}"
+        )
+    share = batch_size // processes
+    return share, rank() * share
+
+
+class ShardedBatches(Sampler[list[int]]):
+    """Held-out batches for this process: rows rank, rank + W, ... (W processes), cut into the
+    same number of batches on every process (at most `batch_size` rows each), so scores
+    gathered over the processes cover every row exactly once."""
+
+    def __init__(self, num_rows: int, batch_size: int) -> None:
+        self.num_rows = num_rows
+        self.batch_size = batch_size
+
+    def _batches(self) -> list[list[int]]:
+        processes = world_size()
+        if self.num_rows < processes:
+            raise ConfigError(
+                f"{self.num_rows} held-out rows cannot be shared by {processes} processes; "
+                "raise data.val_size"
+            )
+        mine = list(range(rank(), self.num_rows, processes))
+        longest = -(-self.num_rows // processes)
+        count = -(-longest // self.batch_size)
+        size, extra = divmod(len(mine), count)
+        batches, start = [], 0
+        for i in range(count):
+            end = start + size + (1 if i < extra else 0)
+            batches.append(mine[start:end])
+            start = end
+        return batches
+
+    def __len__(self) -> int:
+        return len(self._batches())
+
+    def __iter__(self) -> Iterator[list[int]]:
+        yield from self._batches()
 
 
 def step_loader(
     rows: list[dict[str, Any]], batch_size: int, num_batches: int, seed: int
 ) -> DataLoader:
-    """`num_batches` random batches of rows in one pass, so a progress bar counts steps."""
+    """`num_batches` random batches of rows in one pass, so a progress bar counts steps;
+    `batch_size` rows per step over all processes together."""
     order = StepSampler(len(rows), batch_size, num_batches, seed)
-    return DataLoader(rows, batch_size=batch_size, sampler=order, collate_fn=keep_rows)
+    return DataLoader(rows, batch_sampler=order, collate_fn=keep_rows)
+
+
+def held_out_loader(rows: list[dict[str, Any]], batch_size: int) -> DataLoader:
+    """Held-out rows in order, each scored once over all processes; `batch_size` per process."""
+    return DataLoader(
+        rows, batch_sampler=ShardedBatches(len(rows), batch_size), collate_fn=keep_rows
+    )
 
 
 class PromptDataModule(L.LightningDataModule):
@@ -205,7 +266,7 @@ class PromptDataModule(L.LightningDataModule):
     def train_dataloader(self) -> DataLoader:
         loader = step_loader(self.train_rows, self.batch_size, self.num_batches, self.seed)
         if self.resume_position is not None:
-            loader.sampler.resume_at(*self.resume_position)
+            loader.batch_sampler.resume_at(*self.resume_position)
             self.resume_position = None
         return loader
 
@@ -223,6 +284,4 @@ class PromptDataModule(L.LightningDataModule):
             self.resume_position = (int(state_dict["epoch"]), int(state_dict["batches"]))
 
     def val_dataloader(self) -> DataLoader:
-        return DataLoader(
-            self.val_rows, batch_size=self.eval_batch_size, shuffle=False, collate_fn=keep_rows
-        )
+        return held_out_loader(self.val_rows, self.eval_batch_size)

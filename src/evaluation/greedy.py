@@ -10,12 +10,14 @@ from typing import Any
 
 import torch
 from torch import Tensor
+from torchmetrics.aggregation import MeanMetric
 
 from src.model.network import PolicyNetwork
-from src.policy.episode import Episode, detail_means, run_episode
+from src.policy.episode import Episode, detail_values, run_episode
 from src.policy.role import Role
 from src.reward.combine import CombinedReward
 from src.rollout.sampler import Sampler
+from src.utils.distributed import collective_device, gather_objects
 
 
 class GreedyScorer:
@@ -39,8 +41,16 @@ class GreedyScorer:
 
     def means(self) -> dict[str, float]:
         """Mean total reward, mean of each function and of each numeric role detail
-        (`role/<key>`) over the rows scored since the last call."""
-        means = {name: float(torch.cat(parts).mean()) for name, parts in self.scores.items()}
-        means.update(detail_means(self.details))
+        (`role/<key>`) over the rows scored since the last call, by every process together
+        (each scores its share of the rows; every process must call this)."""
+        values = {name: torch.cat(parts) for name, parts in self.scores.items()}
+        values.update(detail_values(self.details))
         self.scores, self.details = {}, []
+        names = sorted({name for names in gather_objects(sorted(values)) for name in names})
+        means = {}
+        for name in names:  # the same names, in the same order, on every process
+            mean = MeanMetric(nan_strategy="error").set_dtype(torch.float64).to(collective_device())
+            if name in values and values[name].numel():
+                mean.update(values[name].double().to(mean.device))
+            means[name] = float(mean.compute())
         return means

@@ -4,21 +4,61 @@ pure functions of an episode."""
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from typing import Any
 
 import torch
 from torch import Tensor
 
 from src.policy.episode import Episode, detail_means
+from src.utils.distributed import gather_objects, world_size
 
 
-def rollout_metrics(episode: Episode, group_size: int) -> dict[str, float]:
+@dataclass
+class RolloutRecord:
+    """What the statistics of a rollout are computed from, per completion; on several
+    processes `gathered` joins every process's rows, so the figures are the global batch's."""
+
+    rewards: Tensor  # [N] total reward
+    lengths: Tensor  # [N] counted completion tokens
+    clipped: Tensor  # [N] True where no EOS came before the length limit
+    parts: dict[str, Tensor]  # reward function -> [N] scores
+    errors: dict[str, float]  # reward function -> completions it failed to score
+    details: list[dict[str, Any]]  # what the role did, per completion
+
+    @classmethod
+    def of(cls, episode: Episode) -> RolloutRecord:
+        return cls(
+            rewards=episode.rewards.detach().float().cpu(),
+            lengths=episode.rollout.lengths.detach().cpu(),
+            clipped=episode.rollout.is_clipped.detach().cpu(),
+            parts={name: s.detach().float().cpu() for name, s in episode.reward_parts.items()},
+            errors={name: float(count) for name, count in episode.reward_errors.items()},
+            details=episode.details,
+        )
+
+    def gathered(self) -> RolloutRecord:
+        """Every process's rows in rank order (this record itself on one process)."""
+        if world_size() == 1:
+            return self
+        records = gather_objects(self)
+        return RolloutRecord(
+            rewards=torch.cat([r.rewards for r in records]),
+            lengths=torch.cat([r.lengths for r in records]),
+            clipped=torch.cat([r.clipped for r in records]),
+            parts={name: torch.cat([r.parts[name] for r in records]) for name in self.parts},
+            errors={name: sum(r.errors[name] for r in records) for name in self.errors},
+            details=[detail for r in records for detail in r.details],
+        )
+
+
+def rollout_metrics(record: RolloutRecord, group_size: int) -> dict[str, float]:
     """Reward and completion statistics of one rollout of groups of `group_size`."""
-    rewards = episode.rewards
+    rewards = record.rewards
     group_std = rewards.view(-1, group_size).std(dim=1)
-    lengths = episode.rollout.lengths.float()
-    clipped = episode.rollout.is_clipped.cpu()
-    terminated = lengths[~clipped.to(lengths.device)]
+    lengths = record.lengths.float()
+    clipped = record.clipped
+    terminated = lengths[~clipped]
     metrics = {
         "reward": float(rewards.mean()),
         "reward_std": float(group_std.mean()),
@@ -34,11 +74,11 @@ def rollout_metrics(episode: Episode, group_size: int) -> dict[str, float]:
         if terminated.numel()
         else 0.0,
     }
-    for name, scores in episode.reward_parts.items():
+    for name, scores in record.parts.items():
         metrics[f"rewards/{name}/mean"] = float(scores.mean())
         metrics[f"rewards/{name}/std"] = float(scores.std())
-        metrics[f"rewards/{name}/errors"] = float(episode.reward_errors[name])
-    metrics.update(detail_means(episode.details))
+        metrics[f"rewards/{name}/errors"] = float(record.errors[name])
+    metrics.update(detail_means(record.details))
     return metrics
 
 

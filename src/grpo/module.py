@@ -8,6 +8,7 @@ only through `PolicyNetwork`, the sampler through `Sampler` and the role through
 
 from __future__ import annotations
 
+import math
 import time
 import warnings
 from collections.abc import Callable
@@ -15,12 +16,19 @@ from typing import Any
 
 import lightning as L
 import torch
+from lightning.pytorch.strategies import DDPStrategy, FSDPStrategy
 from torch import Tensor
 
 from src.evaluation.greedy import GreedyScorer
-from src.grpo.metrics import rollout_metrics, sample_rows
+from src.grpo.metrics import RolloutRecord, rollout_metrics, sample_rows
 from src.grpo.nonfinite import NonFiniteGuard
-from src.grpo.objective import group_advantages, grpo_loss, keep_top_k, to_whole_batch
+from src.grpo.objective import (
+    group_advantages,
+    grpo_loss,
+    keep_top_k,
+    sampler_correction,
+    to_whole_batch,
+)
 from src.grpo.reference import reference_log_probs, reference_policy
 from src.model.network import PolicyNetwork, Scorer
 from src.policy.episode import run_episode
@@ -29,6 +37,15 @@ from src.reward.combine import CombinedReward
 from src.rollout.rollout import Rollout
 from src.rollout.sampler import Sampler
 from src.tracking.samples_table import log_samples_table
+from src.utils.distributed import (
+    any_over_processes,
+    average_gradients,
+    gather_objects,
+    rank,
+    sharded_norm,
+    sum_over_processes,
+    world_size,
+)
 from src.utils.errors import ConfigError
 from src.utils.rng import rng_states, set_rng_states
 from src.utils.timing import phase, phase_timer
@@ -68,6 +85,7 @@ class GRPOModule(L.LightningModule):
         top_k_ratio: float = 1.0,
         ref_model_path: str | None = None,
         metric_aliases: dict[str, str] | None = None,
+        sampler_is_cap: float | None = None,
         reference: Scorer | None = None,
     ) -> None:
         super().__init__()
@@ -97,11 +115,20 @@ class GRPOModule(L.LightningModule):
             raise ValueError(
                 "algo.ref_model_path is loaded by src.train; pass the loaded model as `reference`"
             )
-        # taken before any update: the initial policy, or the model loaded from ref_model_path
-        self.reference = reference_policy(lm, kl_beta, reference)
+        self.sampler_is_cap = sampler_is_cap
+        self.loaded_reference = reference
+        self.reference: Scorer | None = None  # built by configure_model, before any update
         self.scorer = GreedyScorer(sampler, policy, reward)  # held-out evaluation
         self.num_tokens = 0
-        self.restored_rng: dict[str, Any] | None = None  # from a checkpoint, set at train start
+        self.restored_rng: Any = None  # from a checkpoint, set at train start
+
+    def configure_model(self) -> None:
+        """Take the KL reference: the model loaded from `ref_model_path`, or the policy as it
+        is before any update. Lightning calls this hook inside the strategy's context and
+        before it moves, wraps (DDP) or shards (FSDP) the module, so the reference is placed
+        with the policy, and a resumed run restores it from the checkpoint."""
+        if self.reference is None:
+            self.reference = reference_policy(self.lm, self.kl_beta, self.loaded_reference)
 
     # ----------------------------------------------------------------------------- resuming
     def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
@@ -110,7 +137,7 @@ class GRPOModule(L.LightningModule):
         checkpoint["grpo"] = {
             "num_tokens": self.num_tokens,
             **self.nonfinite.state_dict(),
-            "rng": rng_states(),
+            "rng": gather_objects(rng_states()),  # one entry per process, in rank order
         }
 
     def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
@@ -122,8 +149,16 @@ class GRPOModule(L.LightningModule):
     def on_train_start(self) -> None:
         # Restored here rather than on load: nothing else draws from them before the next step.
         if self.restored_rng is not None:
-            set_rng_states(self.restored_rng)
+            saved = self.restored_rng
+            # one entry per process (a checkpoint of a single process may hold a bare dict)
+            set_rng_states(saved[rank()] if isinstance(saved, list) else saved)
             self.restored_rng = None
+        elif rank() > 0:
+            torch.manual_seed(torch.initial_seed() + rank())  # each process samples its own draws
+        self.sampler.sync(self.lm)
+
+    def on_validation_start(self) -> None:
+        self.sampler.sync(self.lm)  # a sampler with its own weights scores the current policy
 
     # ----------------------------------------------------------------------------- training
     def configure_optimizers(self) -> Any:
@@ -144,23 +179,33 @@ class GRPOModule(L.LightningModule):
         self, batch: list[dict[str, Any]], timing: Callable[[], dict[str, float]]
     ) -> None:
         """One rollout and its updates; `timing` gives the seconds per phase so far
-        (`timing/<phase>`), logged with each update's metrics."""
+        (`timing/<phase>`), logged with each update's metrics.
+
+        On several processes each rolls out its share of the global batch (every prompt's G
+        completions on one process); rewards and rollout statistics are gathered, so the
+        advantages and the logged figures are those of the global batch."""
         started = time.perf_counter()
         episode = run_episode(
             self.lm, self.sampler, self.policy, self.reward, batch, self.group_size
         )
         rollout = episode.rollout
-        advantages = group_advantages(episode.rewards, self.group_size, self.scale_rewards)
-        advantages = keep_top_k(advantages, episode.rewards, self.group_size, self.top_k_ratio)
-        advantages = advantages.to(self.device)
+        record = RolloutRecord.of(episode).gathered()  # every process's rows, in rank order
+        advantages = group_advantages(record.rewards, self.group_size, self.scale_rewards)
+        advantages = keep_top_k(advantages, record.rewards, self.group_size, self.top_k_ratio)
+        first = rank() * len(episode.rewards)  # every process holds as many rows
+        advantages = advantages[first : first + len(episode.rewards)].to(self.device)
         old_logps = None
         with phase("log_probs"):
-            if self.num_iterations > 1:
+            if self.num_iterations > 1 or self.corrects_sampler(rollout):
                 with torch.no_grad():
                     old_logps = self.lm.log_probs(rollout, self.temperature)[0]
             ref_logps = reference_log_probs(self.reference, rollout, self.temperature)
-        statistics = rollout_metrics(episode, self.group_size)
-        self.num_tokens += int(rollout.prompt_mask.sum() + rollout.completion_mask.sum())
+        statistics = rollout_metrics(record, self.group_size)
+        mean_advantage = float(sum_over_processes({"a": advantages.sum()})["a"]) / len(
+            record.rewards
+        )
+        tokens = rollout.prompt_mask.sum() + rollout.completion_mask.sum()
+        self.num_tokens += int(sum_over_processes({"tokens": tokens})["tokens"])
 
         optimizer = self.optimizers()
         scheduler = self.lr_schedulers()
@@ -168,41 +213,45 @@ class GRPOModule(L.LightningModule):
             if self.global_step >= self.trainer.max_steps > 0:
                 break  # max_steps falls inside this rollout's updates
             with phase("log_probs"):
-                loss, loss_metrics = self.policy_loss(rollout, advantages, old_logps, ref_logps)
+                loss, loss_metrics, weights = self.policy_loss(
+                    rollout, advantages, old_logps, ref_logps
+                )
             with phase("update"):
                 optimizer.zero_grad()
                 grad_norm = torch.tensor(float("nan"))
-                if torch.isfinite(loss):
-                    self.manual_backward(loss)
+                # a loss that is not finite on any process is not finite on all of them
+                reduced = reduce_loss_metrics(loss, loss_metrics, weights)
+                if math.isfinite(reduced["loss"]):
+                    self.backward_averaged(loss)
                     grad_norm = self.clipped_gradient_norm(optimizer)
-                finite = bool(torch.isfinite(loss) and torch.isfinite(grad_norm))
+                finite = math.isfinite(reduced["loss"]) and bool(torch.isfinite(grad_norm))
                 if finite:
                     learning_rate = optimizer.param_groups[0]["lr"]
                     optimizer.step()
                     if scheduler is not None:
                         scheduler.step()
+                    self.sampler.sync(self.lm)  # e.g. vLLM loads the new adapter
                 else:
                     optimizer.zero_grad()  # the weights and optimizer state stay as they were
             if not finite:
-                self.nonfinite.skip(self.global_step + 1, float(loss.detach()), float(grad_norm))
+                self.nonfinite.skip(self.global_step + 1, reduced["loss"], float(grad_norm))
                 continue
             self.nonfinite.passed()
             metrics = {
                 **timing(),
                 **statistics,
-                **{name: float(value) for name, value in loss_metrics.items()},
-                "loss": float(loss.detach()),
+                **reduced,
                 "grad_norm": float(grad_norm),
                 "skipped_steps": self.nonfinite.skipped,
                 "learning_rate": learning_rate,
                 "num_tokens": self.num_tokens,
-                "mean_advantage": float(advantages.mean()),
+                "mean_advantage": mean_advantage,
                 "step_time": time.perf_counter() - started,
             }
             metrics.update(aliased(metrics, self.metric_aliases))
             self.log_to_loggers(metrics)
         self.log_dict(
-            {"reward": statistics["reward"], "kl": float(loss_metrics["kl"])},
+            {"reward": statistics["reward"], "kl": reduced["kl"]},
             prog_bar=True,
             logger=False,
         )
@@ -211,17 +260,41 @@ class GRPOModule(L.LightningModule):
             and self.global_step % self.samples_every_n_steps < self.num_iterations
         ):
             rows = sample_rows(episode, advantages, self.group_size, self.global_step)
+            rows = [row for part in gather_objects(rows) for row in part]
             log_samples_table(self.loggers, rows, self.global_step)
 
+    def corrects_sampler(self, rollout: Rollout) -> bool:
+        """Whether the loss weighs tokens by the sampler's importance ratio (`sampler_is_cap`
+        set and the sampler reported its own log-probs)."""
+        return self.sampler_is_cap is not None and rollout.sampler_logps is not None
+
+    def backward_averaged(self, loss: Tensor) -> None:
+        """Backward, then every gradient averaged over the processes. Under DDP its own
+        reduction (which expects one backward per forward) is blocked and the gradients are
+        averaged here, so several updates per rollout reduce correctly; FSDP reduces its
+        shards in backward; one process has nothing to average."""
+        strategy = self.trainer.strategy
+        if isinstance(strategy, DDPStrategy):
+            with strategy.block_backward_sync():
+                self.manual_backward(loss)
+            average_gradients(self.lm.trainable_parameters())
+        else:
+            self.manual_backward(loss)
+
     def clipped_gradient_norm(self, optimizer: Any) -> Tensor:
-        """The total gradient norm before clipping (TRL's `grad_norm`); gradients are clipped to
-        `max_grad_norm` when it is set and the norm is finite."""
+        """The total gradient norm before clipping (TRL's `grad_norm`), over the whole model
+        (under FSDP each process holds a shard, and the norm is summed over them); gradients
+        are clipped to `max_grad_norm` when it is set and the norm is finite."""
         params = [p for group in optimizer.param_groups for p in group["params"]]
         params = [p for p in params if p.grad is not None]
-        if not params:
+        sharded = isinstance(self.trainer.strategy, FSDPStrategy)
+        if not params and not sharded:
             return torch.tensor(0.0)
-        norm = torch.nn.utils.get_total_norm([p.grad for p in params])
-        if self.max_grad_norm and torch.isfinite(norm):
+        if sharded:
+            norm = sharded_norm([p.grad for p in params]).to(self.device)
+        else:
+            norm = torch.nn.utils.get_total_norm([p.grad for p in params])
+        if params and self.max_grad_norm and torch.isfinite(norm):
             torch.nn.utils.clip_grads_with_norm_(params, self.max_grad_norm, norm)
         return norm.detach().float().cpu()
 
@@ -231,24 +304,39 @@ class GRPOModule(L.LightningModule):
         advantages: Tensor,
         old_logps: Tensor | None,
         ref_logps: Tensor | None,
-    ) -> tuple[Tensor, dict[str, Tensor]]:
-        """The GRPO loss of the rollout and its metrics, entropy included.
+    ) -> tuple[Tensor, dict[str, Tensor], dict[str, float]]:
+        """The GRPO loss of this process's rows, its metrics (entropy included) and the
+        weights that reduce each metric over processes (`reduce_loss_metrics`).
 
         Without a KL term a completion whose advantage is 0 adds nothing to the loss or its
         gradient, so with `skip_zero_advantage` only the others go through the network and
         the loss is brought back to the value (and gradient) of the whole batch. Entropy is
         then the mean over the completions trained on. A batch where every advantage is 0 is
-        run whole, so its metrics stay complete.
+        run whole, so its metrics stay complete; on several processes one whose rows all
+        have advantage 0 while others' do not runs its rows whole (they add 0) and its
+        entropy does not count. `bnpo`/`dapo` divide by the global batch's token count over
+        the number of processes, so the averaged gradient is that of one process.
         """
         trained = advantages != 0
-        if not (self.skip_zero_advantage and self.kl_beta == 0.0 and trained.any()):
-            trained = torch.ones_like(trained)  # a KL term, or a batch with nothing to learn
+        skipping = self.skip_zero_advantage and self.kl_beta == 0.0
+        anywhere = any_over_processes(bool(trained.any())) if skipping else False
+        counted = bool(trained.any()) or not anywhere  # whether this process's entropy counts
+        if not (skipping and trained.any()):
+            trained = torch.ones_like(trained)  # a KL term, or rows with nothing to learn
         part = rollout.select(trained) if not trained.all() else rollout
         width = part.completion_ids.size(1)
+        all_tokens = rollout.completion_mask.sum()
+        num_tokens = sum_over_processes({"n": all_tokens})["n"] / world_size()
         logps, entropy = self.lm.log_probs(part, self.temperature, with_entropy=True)
+        old = None if old_logps is None else old_logps[trained, :width]
+        sampler_weights, sampler_metrics = None, {}
+        if self.corrects_sampler(rollout):
+            sampler_weights, sampler_metrics = sampler_correction(
+                old, part.sampler_logps, part.completion_mask, self.sampler_is_cap
+            )
         loss, metrics = grpo_loss(
             logps,
-            None if old_logps is None else old_logps[trained, :width],
+            old,
             None if ref_logps is None else ref_logps[trained, :width],
             advantages[trained],
             part.completion_mask,
@@ -257,15 +345,23 @@ class GRPOModule(L.LightningModule):
             epsilon_high=self.epsilon_high,
             loss_type=self.loss_type,
             max_completion_length=self.max_completion_length,
+            num_tokens=num_tokens,
+            sampler_weights=sampler_weights,
         )
         part_mask = part.completion_mask.to(entropy.dtype)
-        metrics["entropy"] = (entropy * part_mask).sum() / part_mask.sum().clamp(min=1)
-        metrics["mean_log_prob"] = (logps.detach() * part_mask).sum() / part_mask.sum().clamp(min=1)
+        part_tokens = part_mask.sum()
+        metrics["entropy"] = (entropy * part_mask).sum() / part_tokens.clamp(min=1)
+        metrics["mean_log_prob"] = (logps.detach() * part_mask).sum() / part_tokens.clamp(min=1)
+        metrics.update(sampler_metrics)
         if part is not rollout:
-            token_share = part_mask.sum() / rollout.completion_mask.sum()
+            token_share = part_tokens / all_tokens
             row_share = trained.float().mean()
             loss, metrics = to_whole_batch(loss, metrics, self.loss_type, row_share, token_share)
-        return loss, metrics
+        weights = {
+            "tokens": float(all_tokens),  # clip ratios and kl are over the whole rollout's
+            "part_tokens": float(part_tokens) if counted else 0.0,  # entropy: rows trained on
+        }
+        return loss, metrics, weights
 
     def log_to_loggers(self, metrics: dict[str, float]) -> None:
         """Write metrics at the current optimizer step to every logger."""
@@ -293,3 +389,36 @@ def aliased(metrics: dict[str, float], aliases: dict[str, str]) -> dict[str, flo
             f"it logs {sorted(metrics)}"
         )
     return {alias: metrics[name] for alias, name in aliases.items()}
+
+
+TOKEN_MEANS = ("kl", "clip_ratio/low_mean", "clip_ratio/high_mean", "clip_ratio/region_mean")
+PART_MEANS = ("entropy", "mean_log_prob", "sampler/is_weight_mean", "sampler/is_capped_ratio")
+
+
+def reduce_loss_metrics(
+    loss: Tensor, metrics: dict[str, Tensor], weights: dict[str, float]
+) -> dict[str, float]:
+    """The loss and its metrics of the global batch from each process's (every process must
+    call this): losses are means over processes (each is normalised so that their mean is
+    the global loss), token means are weighted by each process's token counts."""
+    sums: dict[str, float] = {"loss": float(loss.detach()), **weights}
+    for name, value in metrics.items():
+        weight = (
+            weights["tokens"]
+            if name in TOKEN_MEANS
+            else weights["part_tokens"]
+            if name in PART_MEANS or name.startswith("sampler/")
+            else 1.0
+        )
+        sums[name] = float(value) * weight
+    total = sum_over_processes(sums)
+    processes = world_size()
+    reduced = {}
+    for name in ["loss", *metrics]:
+        if name in TOKEN_MEANS:
+            reduced[name] = total[name] / max(total["tokens"], 1.0)
+        elif name in PART_MEANS or name.startswith("sampler/"):
+            reduced[name] = total[name] / max(total["part_tokens"], 1.0)
+        else:
+            reduced[name] = total[name] / processes
+    return reduced

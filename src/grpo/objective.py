@@ -96,12 +96,17 @@ def grpo_loss(
     epsilon_high: float,
     loss_type: str,
     max_completion_length: int | None = None,
+    num_tokens: Tensor | float | None = None,
+    sampler_weights: Tensor | None = None,
 ) -> tuple[Tensor, dict[str, Tensor]]:
     """Clipped surrogate plus beta * KL, aggregated as `loss_type` says.
 
     logps, old_logps, ref_logps and mask are [N, T]; advantages is [N]. old_logps None means
     one update per rollout (ratio 1, gradient of the plain policy gradient); ref_logps None or
-    beta == 0 drops the KL term. Returns the scalar loss and detached metrics.
+    beta == 0 drops the KL term. `num_tokens` is what `bnpo`/`dapo` divide the token sum by
+    (None: the mask's count); `sampler_weights` [N, T] multiply each token's surrogate (the
+    truncated importance weight of a sampler that differs from the trained network, see
+    `sampler_correction`). Returns the scalar loss and detached metrics.
     """
     if loss_type not in LOSS_TYPES:
         raise ValueError(f"loss_type must be one of {LOSS_TYPES}, got {loss_type!r}")
@@ -115,12 +120,14 @@ def grpo_loss(
     if loss_type == "dr_grpo" and max_completion_length is None:
         raise ValueError("loss_type 'dr_grpo' needs max_completion_length")
     per_token = -torch.min(ratio * adv, clipped_ratio * adv)
-    pg_loss = aggregate(per_token, mask, loss_type, max_completion_length)
+    if sampler_weights is not None:
+        per_token = per_token * sampler_weights
+    pg_loss = aggregate(per_token, mask, loss_type, max_completion_length, num_tokens)
     kl_penalty = logps.new_zeros(())
     use_kl = ref_logps is not None and beta != 0.0
     if use_kl:
         kl = per_token_kl(logps, ref_logps)
-        kl_penalty = aggregate(beta * kl, mask, loss_type, max_completion_length)
+        kl_penalty = aggregate(beta * kl, mask, loss_type, max_completion_length, num_tokens)
     loss = pg_loss + kl_penalty
 
     with torch.no_grad():
@@ -139,15 +146,22 @@ def grpo_loss(
 
 
 def aggregate(
-    per_token: Tensor, mask: Tensor, loss_type: str, max_completion_length: int | None
+    per_token: Tensor,
+    mask: Tensor,
+    loss_type: str,
+    max_completion_length: int | None,
+    num_tokens: Tensor | float | None = None,
 ) -> Tensor:
     """Per-token terms [N, T] to one number, as `loss_type` says: `grpo` the mean over
-    sequences of token means; `bnpo`/`dapo` token sum / token count; `dr_grpo` token sum /
+    sequences of token means; `bnpo`/`dapo` token sum / token count (`num_tokens` when
+    given: on P processes whose gradients are averaged, the global batch's count / P, so
+    the average is the global token mean, as TRL does); `dr_grpo` token sum /
     (N * max_completion_length)."""
     if loss_type == "grpo":
         return ((per_token * mask).sum(1) / mask.sum(1).clamp(min=1.0)).mean()
     if loss_type in ("bnpo", "dapo"):
-        return (per_token * mask).sum() / mask.sum().clamp(min=1.0)
+        count = mask.sum() if num_tokens is None else torch.as_tensor(num_tokens)
+        return (per_token * mask).sum() / count.to(per_token.dtype).clamp(min=1.0)
     return (per_token * mask).sum() / (per_token.size(0) * max_completion_length)
 
 
@@ -162,14 +176,33 @@ def to_whole_batch(
     non-zero (the rest adds nothing to the loss without a KL term).
 
     `row_share` is the part's share of the completions, `token_share` of the completion
-    tokens. Token-normalised losses (`bnpo`, `dapo`) scale by the token share, the others
-    (`grpo`, `dr_grpo`: means over completions) by the row share; left-out tokens are never
-    clipped, so the clip ratios scale by the token share.
+    tokens. Token-normalised losses (`bnpo`, `dapo`) are computed with the whole batch's
+    token count as `num_tokens` and stay as they are; the others (`grpo`, `dr_grpo`: means
+    over completions) scale by the row share. Left-out tokens are never clipped, so the clip
+    ratios scale by the token share.
     """
-    share = token_share if loss_type in ("bnpo", "dapo") else row_share
+    share = torch.ones_like(row_share) if loss_type in ("bnpo", "dapo") else row_share
     scaled = loss * share
     metrics = dict(metrics)
     metrics["pg_loss"] = metrics["pg_loss"] * share  # the part's KL penalty is 0: no KL term here
     for name in ("clip_ratio/low_mean", "clip_ratio/high_mean", "clip_ratio/region_mean"):
         metrics[name] = metrics[name] * token_share
     return scaled, metrics
+
+
+def sampler_correction(
+    old_logps: Tensor, sampler_logps: Tensor, mask: Tensor, cap: float
+) -> tuple[Tensor, dict[str, Tensor]]:
+    """Truncated importance weights [N, T] for tokens drawn by a sampler whose probabilities
+    differ from the trained network's (vLLM's kernels, a lagging copy of the weights):
+    min(pi_old / pi_sampler, cap) per token, detached, 0 on padding; and their mean and the
+    share of tokens at the cap, over the mask."""
+    mask = mask.to(old_logps.dtype)
+    ratio = torch.exp((old_logps - sampler_logps).detach())
+    weights = torch.clamp(ratio, max=cap) * mask
+    metrics = {
+        "sampler/is_weight_mean": _masked_mean(weights, mask),
+        "sampler/is_capped_ratio": _masked_mean((ratio > cap).to(mask.dtype), mask),
+        "sampler/logp_diff_mean": _masked_mean((old_logps - sampler_logps).detach().abs(), mask),
+    }
+    return weights, metrics

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+import torch
 from torch import Tensor
 
 from src.model.network import PolicyNetwork
@@ -62,9 +63,17 @@ def run_episode(
 def detail_means(details: list[dict[str, Any]]) -> dict[str, float]:
     """`role/<key>`: the mean of every numeric (or true/false) value the role reported per
     completion, e.g. how many queries a rewriter wrote or whether a passage held the answer."""
+    return {name: float(found.mean()) for name, found in detail_values(details).items()}
+
+
+def detail_values(details: list[dict[str, Any]]) -> dict[str, Tensor]:
+    """`role/<key>`: every numeric (or true/false) value the role reported under that key,
+    one per completion that reported it."""
     values: dict[str, list[float]] = {}
     for detail in details:
         for key, value in detail.items():
             if isinstance(value, bool | int | float):
                 values.setdefault(key, []).append(float(value))
-    return {f"role/{key}": sum(found) / len(found) for key, found in values.items()}
+    return {
+        f"role/{key}": torch.tensor(found, dtype=torch.float64) for key, found in values.items()
+    }

@@ -58,7 +58,7 @@ class SFTModule(L.LightningModule):
         logps, _ = self.lm.log_probs(targets)
         mask = targets.completion_mask.to(logps.dtype)
         loss = -(logps * mask).sum() / mask.sum()
-        self.log("sft/loss", loss, prog_bar=True)
+        self.log("sft/loss", loss, prog_bar=True, sync_dist=True)  # mean over processes
         return loss
 
     def validation_step(self, batch: list[dict[str, Any]], batch_idx: int) -> None:

@@ -16,9 +16,8 @@ from typing import Any
 
 import lightning as L
 from omegaconf import DictConfig, OmegaConf, open_dict
-from torch.utils.data import DataLoader
 
-from src.data.datamodule import PromptDataModule, keep_rows, step_loader
+from src.data.datamodule import PromptDataModule, held_out_loader, step_loader
 from src.model.saved import saved_model_settings
 from src.policy.role import Role
 from src.reward.combine import CombinedReward
@@ -69,6 +68,7 @@ def warm_start(
     policy.prepare(lm, datamodule.train_rows + datamodule.val_rows)
     module = SFTModule(lm, policy, reward, sampler, build(sft.optimizer), sft.stop_at_reward)
     trainer = L.Trainer(
+        **placement(cfg.trainer),
         max_steps=sft.max_steps,
         max_epochs=-1,
         val_check_interval=min(sft.check_every_n_steps, sft.max_steps),
@@ -77,25 +77,33 @@ def warm_start(
         logger=loggers,
         log_every_n_steps=10,
         enable_checkpointing=False,
-        accelerator=cfg.trainer.accelerator,
-        devices=1,
         callbacks=[StepProgressBar(label="SFT")],
         enable_model_summary=False,
     )
     train_loader = step_loader(train_rows, sft.batch_size, sft.max_steps, cfg.seed)
-    check_loader = DataLoader(
-        check_rows, batch_size=datamodule.eval_batch_size, collate_fn=keep_rows
-    )
+    check_loader = held_out_loader(check_rows, datamodule.eval_batch_size)
     log.info("SFT warm start: up to %d steps on %d rows", sft.max_steps, len(train_rows))
     trainer.fit(module, train_loader, check_loader)
     summary = {"steps": trainer.global_step, "eval_reward": module.last_eval_reward}
-    if not (folder / DONE).exists():  # an interrupted attempt of an older version
-        shutil.rmtree(folder, ignore_errors=True)
-    with published_folder(folder) as partial:
-        lm.save(partial, merge=False)
-        (partial / DONE).write_text(json.dumps(summary, indent=2))
-    log.info("SFT warm start: %s -> %s", summary, folder)
+    if trainer.is_global_zero:  # one process writes; the others wait for it below
+        if not (folder / DONE).exists():  # an interrupted attempt of an older version
+            shutil.rmtree(folder, ignore_errors=True)
+        with published_folder(folder) as partial:
+            lm.save(partial, merge=False)
+            (partial / DONE).write_text(json.dumps(summary, indent=2))
+        log.info("SFT warm start: %s -> %s", summary, folder)
+    trainer.strategy.barrier("warm_start_saved")
     return folder
+
+
+def placement(trainer: DictConfig) -> dict[str, Any]:
+    """The GRPO trainer's devices, nodes, strategy and precision, so the warm start runs
+    where and how GRPO will (a strategy given as a config is built afresh for this trainer)."""
+    keys = ("accelerator", "devices", "num_nodes", "strategy", "precision")
+    chosen = {key: trainer[key] for key in keys if trainer.get(key) is not None}
+    if "strategy" in chosen and not isinstance(chosen["strategy"], str):
+        chosen["strategy"] = build(chosen["strategy"])
+    return {**chosen, "use_distributed_sampler": False}
 
 
 def use_warm_start(cfg: DictConfig, folder: str | Path) -> None:

@@ -9,6 +9,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from lightning.pytorch.loggers import MLFlowLogger
+from lightning.pytorch.utilities import rank_zero_only
 
 from src.tracking.fallback import FallbackClient
 from src.utils.errors import unwrapped
@@ -51,9 +52,11 @@ class MLflowRunLogger(MLFlowLogger):
         self.first_params: dict[str, str] = {}  # params written before, when reopened
         self.changed_params: dict[str, dict[str, str]] = {}  # this continuation's changes
 
+    @rank_zero_only
     def reopen(self, step: int, checkpoint: str) -> None:
         """Mark the run RUNNING again and note what it already holds, before continuing
-        from the checkpoint of optimizer step `step`."""
+        from the checkpoint of optimizer step `step` (on the first process only: the others
+        log nothing)."""
         client = self.experiment
         run = client.get_run(self.run_id)
         self.first_params = dict(run.data.params)

@@ -47,7 +47,7 @@ def test_skipping_zero_advantages_keeps_loss_gradient_and_clip_ratios(rollout_an
     for skip in (False, True):
         module = make_module(lm, skip, loss_type)
         lm.zero_grad()
-        loss, metrics = module.policy_loss(rollout, advantages, old, None)
+        loss, metrics, _ = module.policy_loss(rollout, advantages, old, None)
         loss.backward()
         grads = [p.grad.clone() for p in lm.parameters()]
         results[skip] = (loss.item(), {k: metrics[k].item() for k in CLIP_METRICS}, grads)

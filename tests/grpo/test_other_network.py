@@ -70,6 +70,9 @@ class UnigramSampler:
     temperature = 1.0
     max_completion_length = 3
 
+    def sync(self, network: Unigram) -> None:
+        """Sampling reads the network itself."""
+
     def sample(
         self, network: Unigram, prompts: list[str], group_size: int, greedy: bool = False
     ) -> Rollout:

@@ -68,12 +68,12 @@ def test_a_non_finite_loss_or_gradient_skips_the_update(make_cfg, monkeypatch):
 
     def loss_nan_on_second_call(self, *args, **kwargs):
         seen["loss"] += 1
-        loss, metrics = original_loss(self, *args, **kwargs)
+        loss, metrics, weights = original_loss(self, *args, **kwargs)
         trained = [p for p in self.lm.parameters() if p.requires_grad]
         snapshots.append([p.detach().clone() for p in trained])
         # A term with a gradient, so that an update that is not skipped moves the weights.
         loss = loss + 1e-3 * sum(p.float().pow(2).sum() for p in trained)
-        return (loss * float("nan") if seen["loss"] == 2 else loss), metrics
+        return (loss * float("nan") if seen["loss"] == 2 else loss), metrics, weights
 
     def norm_inf_on_third_call(self, optimizer):
         seen["norm"] += 1
@@ -105,8 +105,8 @@ def test_non_finite_updates_in_a_row_stop_the_run_keeping_the_checkpoint(make_cf
 
     def nan_after_first(self, *args, **kwargs):
         calls["n"] += 1
-        loss, metrics = original_loss(self, *args, **kwargs)
-        return (loss if calls["n"] == 1 else loss * float("nan")), metrics
+        loss, metrics, weights = original_loss(self, *args, **kwargs)
+        return (loss if calls["n"] == 1 else loss * float("nan")), metrics, weights
 
     monkeypatch.setattr(GRPOModule, "policy_loss", nan_after_first)
     cfg = make_cfg(

@@ -66,18 +66,22 @@ def test_checkpoints_are_read_without_running_code(tmp_path):
 
 def test_the_data_order_resumes_at_any_batch_of_any_pass():
     sampler = StepSampler(num_rows=7, batch_size=4, num_batches=5, seed=3)
-    first = list(sampler)
+    batches = list(sampler)
+    assert [len(batch) for batch in batches] == [4] * 5
+    first = [row for batch in batches for row in batch]
     # Pass 0 is what torch's RandomSampler draws with the same seed (earlier runs unchanged).
     torch_order = RandomSampler(
         range(7), num_samples=20, generator=torch.Generator().manual_seed(3)
     )
     assert first == list(torch_order)
     sampler.set_epoch(1)
-    second = list(sampler)
+    second = [row for batch in sampler for row in batch]
     assert second != first and sorted(second[:7]) == list(range(7))
     sampler.resume_at(1, 2)
-    assert list(sampler) == second[8:]
-    assert list(sampler) == second  # only the pass it resumes starts late
+    assert [row for batch in sampler for row in batch] == second[8:]
+    assert [
+        row for batch in sampler for row in batch
+    ] == second  # only the resumed pass starts late
 
 
 def test_a_reopened_run_keeps_its_first_values(tmp_path):
