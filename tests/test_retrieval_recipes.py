@@ -189,7 +189,8 @@ def test_a_bad_corpus_fails_before_any_model_loads(make_cfg, tmp_path, content, 
     assert "\n" not in str(raised.value)
 
 
-def test_the_original_base_model_composes(make_cfg):
+def test_the_original_base_model_composes(make_cfg, monkeypatch):
+    monkeypatch.setattr("src.runs.settings.visible_cuda_devices", lambda: 1)  # as on a GPU node
     cfg = make_cfg("task=medqa_rewriter", "model=gemma2_9b_it", "hardware=[gpu]", tiny=False)
     check_settings(cfg)
     assert cfg.model.name_or_path == "google/gemma-2-9b-it"

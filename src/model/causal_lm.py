@@ -313,14 +313,18 @@ def load_causal_lm(
     network.train()  # from_pretrained returns eval mode; this network is loaded to be trained
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token
+    # Non-reentrant checkpointing works with frozen inputs (LoRA) and several backward passes.
+    checkpointing = {"use_reentrant": False}
     if gradient_checkpointing:
-        network.gradient_checkpointing_enable()
+        network.gradient_checkpointing_enable(gradient_checkpointing_kwargs=checkpointing)
     if load_in_4bit:
         from peft import prepare_model_for_kbit_training
 
         keep_4bit_differentiable_on_cpu(network)
         network = prepare_model_for_kbit_training(
-            network, use_gradient_checkpointing=gradient_checkpointing
+            network,
+            use_gradient_checkpointing=gradient_checkpointing,
+            gradient_checkpointing_kwargs=checkpointing,
         )
     if adapter_path is not None:
         from peft import PeftModel

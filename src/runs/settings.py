@@ -8,6 +8,7 @@ import math
 from pathlib import Path
 from typing import Any
 
+import torch
 from omegaconf import DictConfig
 
 from src.grpo.objective import LOSS_TYPES, SCALES
@@ -24,6 +25,7 @@ def check_settings(cfg: DictConfig) -> None:
     """Raise `ConfigError` for the first setting that cannot work."""
     check_algo_settings(**(plain(cfg.get("algo")) or {}))
     check_model_settings(plain(cfg.get("model")) or {})
+    check_hardware(cfg)
     check_role_settings(cfg)
     check_trainer_settings(cfg)
     check_output_folders(cfg)
@@ -104,6 +106,113 @@ def check_model_settings(model: dict[str, Any]) -> None:
         raise MissingFileError(
             f"model.adapter_path: no adapter folder at {adapter} (preset=from_sft takes it as "
             "sft_adapter=DIR); point it to a saved LoRA adapter, e.g. a run's model/ folder"
+        )
+
+
+def visible_cuda_devices() -> int:
+    """How many CUDA devices this process sees (0 without a CUDA build or driver)."""
+    return torch.cuda.device_count() if torch.cuda.is_available() else 0
+
+
+def check_hardware(cfg: DictConfig, cuda_devices: int | None = None) -> None:
+    """Devices, strategy and sampler (`trainer.*`, `model.load_in_4bit`, `rollout`) that
+    cannot run on this machine; `cuda_devices` stands in for the visible count in tests."""
+    trainer = cfg.get("trainer") or {}
+    check_hardware_settings(
+        accelerator=str(trainer.get("accelerator", "cpu")),
+        devices=plain(trainer.get("devices", 1)),
+        num_nodes=int(trainer.get("num_nodes", 1)),
+        strategy=plain(trainer.get("strategy")),
+        load_in_4bit=bool((cfg.get("model") or {}).get("load_in_4bit")),
+        rollout_target=(cfg.get("rollout") or {}).get("_target_"),
+        batch_size=(cfg.get("data") or {}).get("batch_size"),
+        cuda_devices=visible_cuda_devices() if cuda_devices is None else cuda_devices,
+    )
+
+
+def strategy_kind(strategy: Any) -> str:
+    """`ddp`, `fsdp` or the name given, for a Lightning strategy written as a name
+    (`ddp`, `ddp_spawn`, `fsdp`, `auto`) or as a config with `_target_` (hardware=multi_gpu)."""
+    if isinstance(strategy, dict):
+        target = str(strategy.get("_target_", ""))
+        for kind, suffix in (("fsdp", "FSDPStrategy"), ("ddp", "DDPStrategy")):
+            if target.endswith(suffix):
+                return kind
+        return target
+    name = str(strategy or "auto").lower()
+    for kind in ("fsdp", "ddp"):
+        if name.startswith(kind):
+            return kind
+    return name
+
+
+def devices_per_node(accelerator: str, devices: Any, cuda_devices: int) -> int | None:
+    """Processes Lightning starts per node for `trainer.devices` (an int, -1, "auto", a count
+    or index list as text, a list of indices); None where it depends on the CPU count."""
+    on_gpu = accelerator in ("gpu", "cuda")
+    if isinstance(devices, (list, tuple)):
+        return len(devices)
+    text = str(devices).strip()
+    if text in ("-1", "auto"):
+        return cuda_devices if on_gpu else (1 if text == "auto" else None)
+    if "," in text:
+        return len([index for index in text.split(",") if index.strip()])
+    return int(text) if text.lstrip("-").isdigit() else None
+
+
+def check_hardware_settings(
+    *,
+    accelerator: str,
+    devices: Any,
+    num_nodes: int,
+    strategy: Any,
+    load_in_4bit: bool,
+    rollout_target: str | None,
+    batch_size: int | None,
+    cuda_devices: int,
+) -> None:
+    """Device settings that cannot work with `cuda_devices` CUDA devices visible: a pure
+    function of plain values, so every case is testable on a machine without a GPU."""
+    kind = strategy_kind(strategy)
+    if accelerator == "auto":
+        accelerator = "gpu" if cuda_devices else "cpu"
+    on_gpu = accelerator in ("gpu", "cuda")
+    if on_gpu and cuda_devices == 0:
+        raise ConfigError(
+            f"trainer.accelerator={accelerator} but no CUDA device is visible "
+            "(torch.cuda.is_available() is false); use hardware=cpu"
+        )
+    if rollout_target and str(rollout_target).endswith("VLLMSampler") and not on_gpu:
+        where = "no CUDA device is visible" if cuda_devices == 0 else "trainer.accelerator=cpu"
+        raise ConfigError(f"rollout=vllm needs a CUDA device but {where}; use rollout=hf")
+    if kind == "fsdp" and not on_gpu:
+        raise ConfigError(
+            f"trainer.strategy=fsdp (hardware=fsdp) with trainer.accelerator={accelerator}: "
+            "Lightning runs FSDP only on CUDA devices; on CPU test several processes with "
+            "trainer.devices=2 trainer.strategy=ddp"
+        )
+    if kind == "fsdp" and load_in_4bit:
+        raise ConfigError(
+            "trainer.strategy=fsdp (hardware=fsdp) with model.load_in_4bit=true: 4-bit weights "
+            "are not sharded here; use hardware=[multi_gpu,4bit,lora] or drop 4bit"
+        )
+    per_node = devices_per_node(accelerator, devices, cuda_devices)
+    if on_gpu and per_node is not None and per_node > cuda_devices:
+        raise ConfigError(
+            f"trainer.devices={devices} but {cuda_devices} CUDA device(s) found; "
+            f"set trainer.devices to at most {cuda_devices} (-1 takes every visible one)"
+        )
+    if on_gpu and kind in ("ddp", "fsdp") and num_nodes == 1 and cuda_devices < 2:
+        raise ConfigError(
+            f"trainer.strategy={kind} (hardware=multi_gpu or fsdp) shares the run over several "
+            f"GPUs but only {cuda_devices} CUDA device was found; use hardware=gpu"
+        )
+    processes = None if per_node is None else per_node * num_nodes
+    if batch_size is not None and processes and int(batch_size) % processes:
+        raise ConfigError(
+            f"data.batch_size={batch_size} (prompts per step, all processes together) does not "
+            f"split over {processes} processes (trainer.devices x trainer.num_nodes); make it a "
+            f"multiple of {processes}"
         )
 
 

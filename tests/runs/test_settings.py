@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 from hydra.errors import MissingConfigException
 
-from src.runs.settings import check_settings
+from src.runs import settings
+from src.runs.settings import check_hardware, check_settings
 from src.train import train
 from src.utils.compose import compose_train_config
 from src.utils.errors import ConfigError, MissingFileError
@@ -33,6 +34,15 @@ CASES = [
         "ckpt_path=/no/such/last.ckpt",
         "ckpt_path=/no/such/last.ckpt: no checkpoint file or run folder there",
     ),
+    ("trainer.strategy=fsdp", "trainer.strategy=fsdp .* Lightning runs FSDP only on CUDA devices"),
+    (
+        "rollout=vllm",
+        "rollout=vllm needs a CUDA device but .*; use rollout=hf",
+    ),
+    (
+        "trainer.devices=2 trainer.strategy=ddp data.batch_size=3",
+        r"data.batch_size=3 .* does not split over 2 processes \(trainer.devices x trainer.num_nodes\)",
+    ),
     ("ckpt_path=last", "ckpt_path=last: no run folder in .* holds checkpoints/last.ckpt"),
     (
         "ckpt_path=${paths.root_dir}/conf",
@@ -45,7 +55,7 @@ CASES = [
 def test_bad_settings_fail_before_any_model_loads(
     make_cfg, models_dir, tmp_path, override, message
 ):
-    cfg = make_cfg(override, f"paths.models_dir={tmp_path / 'models'}")
+    cfg = make_cfg(*override.split(), f"paths.models_dir={tmp_path / 'models'}")
     with pytest.raises(ConfigError, match=message):
         train(cfg)
     assert not (tmp_path / "models").exists()  # the tiny model was never built nor loaded
@@ -76,3 +86,124 @@ def test_a_missing_sft_adapter_is_named_before_anything_loads(make_cfg, tmp_path
         MissingFileError, match="model.adapter_path: no adapter folder at .*sft_adapter=DIR"
     ):
         check_settings(cfg)
+
+
+# Device settings, checked against a stated number of visible CUDA devices, so every case runs
+# on a machine without a GPU: (overrides, CUDA devices, message).
+BAD_HARDWARE = [
+    (
+        ["hardware=[gpu]"],
+        0,
+        r"trainer.accelerator=gpu but no CUDA device is visible .*hardware=cpu",
+    ),
+    (["hardware=[multi_gpu,lora]"], 0, "no CUDA device is visible .*; use hardware=cpu"),
+    (
+        ["hardware=[fsdp,4bit,lora]"],
+        4,
+        r"fsdp\) with model.load_in_4bit=true: .*use hardware=\[multi_gpu,4bit,lora\] or drop 4bit",
+    ),
+    (
+        ["hardware=[fsdp,lora]", "trainer.accelerator=cpu"],
+        4,
+        "trainer.strategy=fsdp .* trainer.accelerator=cpu: Lightning runs FSDP only on CUDA devices",
+    ),
+    (["hardware=[cpu]", "trainer.strategy=fsdp", "trainer.devices=2"], 0, "only on CUDA devices"),
+    (
+        ["rollout=vllm"],
+        0,
+        "rollout=vllm needs a CUDA device but no CUDA device is visible; use rollout=hf",
+    ),
+    (
+        ["hardware=[cpu]", "rollout=vllm"],
+        1,
+        "rollout=vllm needs a CUDA device but trainer.accelerator=cpu; use rollout=hf",
+    ),
+    (
+        ["hardware=[multi_gpu,lora]"],
+        1,
+        r"trainer.strategy=ddp \(hardware=multi_gpu or fsdp\) .* only 1 CUDA device was found",
+    ),
+    (["hardware=[fsdp,lora]"], 1, "trainer.strategy=fsdp .* only 1 CUDA device was found"),
+    (
+        ["hardware=[multi_gpu,lora]", "trainer.devices=8"],
+        4,
+        r"trainer.devices=8 but 4 CUDA device\(s\) found; set trainer.devices to at most 4",
+    ),
+    (["hardware=[gpu]", "trainer.devices=2"], 1, "trainer.devices=2 but 1 CUDA device"),
+    (
+        ["hardware=[multi_gpu,lora]", "data.batch_size=6"],
+        4,
+        r"data.batch_size=6 .* does not split over 4 processes .*; make it a multiple of 4",
+    ),
+    (
+        ["hardware=[multi_gpu,lora]", "trainer.devices=4", "trainer.num_nodes=2"],
+        4,
+        "data.batch_size=2 .* does not split over 8 processes",
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("overrides", "cuda_devices", "message"),
+    BAD_HARDWARE,
+    ids=[f"{' '.join(case[0])} on {case[1]} GPUs" for case in BAD_HARDWARE],
+)
+def test_device_settings_this_machine_cannot_run_are_refused(
+    make_cfg, overrides, cuda_devices, message
+):
+    with pytest.raises(ConfigError, match=message) as raised:
+        check_hardware(make_cfg(*overrides), cuda_devices=cuda_devices)
+    assert "\n" not in str(raised.value)
+
+
+GOOD_HARDWARE = [
+    (["hardware=[cpu]"], 0),
+    (["hardware=[cpu]", "trainer.devices=2", "trainer.strategy=ddp"], 0),  # gloo: how we test
+    (["hardware=[cpu,lora]", "trainer.devices=2", "trainer.strategy=ddp_spawn"], 2),
+    (["hardware=[gpu,4bit,lora,grad_ckpt]"], 1),
+    (["hardware=[gpu]", "rollout=vllm"], 1),
+    (["hardware=[multi_gpu,lora]", "data.batch_size=8"], 4),
+    (["hardware=[multi_gpu,4bit,lora,grad_ckpt]", "data.batch_size=8"], 8),
+    (["hardware=[multi_gpu,lora]", "trainer.devices=2", "data.batch_size=6"], 4),
+    (["hardware=[multi_gpu,lora]", "trainer.num_nodes=2"], 1),  # one GPU on each of two nodes
+    (["hardware=[fsdp,lora,grad_ckpt]"], 2),
+    (["hardware=[fsdp]", "data.batch_size=16"], 8),
+]
+
+
+@pytest.mark.parametrize(
+    ("overrides", "cuda_devices"),
+    GOOD_HARDWARE,
+    ids=[f"{' '.join(case[0])} on {case[1]} GPUs" for case in GOOD_HARDWARE],
+)
+def test_device_settings_that_can_run_pass(make_cfg, overrides, cuda_devices):
+    check_hardware(make_cfg(*overrides), cuda_devices=cuda_devices)
+
+
+def test_the_settings_check_counts_the_visible_cuda_devices(make_cfg, monkeypatch):
+    cfg = make_cfg("hardware=[multi_gpu,lora]", "data.batch_size=4")
+    monkeypatch.setattr(settings, "visible_cuda_devices", lambda: 0)
+    with pytest.raises(ConfigError, match="no CUDA device is visible"):
+        check_settings(cfg)
+    monkeypatch.setattr(settings, "visible_cuda_devices", lambda: 1)
+    with pytest.raises(ConfigError, match="only 1 CUDA device was found"):
+        check_settings(cfg)
+    monkeypatch.setattr(settings, "visible_cuda_devices", lambda: 4)
+    check_settings(cfg)
+
+
+def test_the_hardware_presets_combine(make_cfg):
+    ddp = make_cfg("hardware=[multi_gpu,4bit,lora,grad_ckpt]")
+    assert ddp.trainer.accelerator == "gpu" and ddp.trainer.devices == -1
+    assert ddp.trainer.strategy._target_.endswith("DDPStrategy")
+    assert ddp.trainer.strategy.find_unused_parameters is False
+    assert ddp.model.load_in_4bit and ddp.model.lora.r == 16 and ddp.model.gradient_checkpointing
+    assert ddp.trainer.precision == "bf16-true" and ddp.model.dtype == "bfloat16"
+    fsdp = make_cfg("hardware=[fsdp,lora]")
+    assert fsdp.trainer.strategy._target_.endswith("FSDPStrategy")
+    assert fsdp.trainer.strategy.sharding_strategy == "FULL_SHARD"
+    assert fsdp.trainer.strategy.activation_checkpointing_policy is None
+    assert fsdp.trainer.precision == "bf16-mixed" and fsdp.model.dtype == "float32"
+    assert not fsdp.model.gradient_checkpointing and fsdp.model.lora.r == 16
+    cpu = make_cfg("hardware=[cpu]", "trainer.devices=2", "trainer.strategy=ddp")
+    assert (cpu.trainer.accelerator, cpu.trainer.devices, cpu.trainer.strategy) == ("cpu", 2, "ddp")
