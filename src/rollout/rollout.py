@@ -20,7 +20,9 @@ class Rollout:
     completion_mask: Tensor  # [N, T] 1 up to and including the first EOS
     is_clipped: Tensor  # [N] True where no EOS came before the length limit
     completions: list[str]  # decoded completions without special tokens
-    sampler_logps: Tensor | None = None  # [N, T] the sampler's own log-probs of the sampled tokens; None when it reports none
+    sampler_logps: Tensor | None = (
+        None  # [N, T] the sampler's own log-probs of the sampled tokens; None when it reports none
+    )
 
     @property
     def lengths(self) -> Tensor:
@@ -42,9 +44,7 @@ class Rollout:
             completion_mask=completion_mask[:, :width],
             is_clipped=self.is_clipped[index],
             completions=[self.completions[i] for i in index.tolist()],
-            sampler_logps=None
-            if self.sampler_logps is None
-            else self.sampler_logps[index, :width],
+            sampler_logps=None if self.sampler_logps is None else self.sampler_logps[index, :width],
         )
 
 
