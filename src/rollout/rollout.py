@@ -20,9 +20,8 @@ class Rollout:
     completion_mask: Tensor  # [N, T] 1 up to and including the first EOS
     is_clipped: Tensor  # [N] True where no EOS came before the length limit
     completions: list[str]  # decoded completions without special tokens
-    sampler_logps: Tensor | None = (
-        None  # [N, T] the sampler's own log-probs of the sampled tokens; None when it reports none
-    )
+    # [N, T] the sampler's own log-probs of the sampled tokens; None when it reports none
+    sampler_logps: Tensor | None = None
 
     @property
     def lengths(self) -> Tensor:

@@ -43,6 +43,7 @@ def check_algo_settings(
     max_nonfinite_steps: int,
     top_k_ratio: float = 1.0,
     ref_model_path: str | None = None,
+    sampler_is_cap: float | None = None,
     **others: Any,
 ) -> None:
     """GRPO settings (`algo.*`) that cannot work."""
@@ -64,6 +65,11 @@ def check_algo_settings(
             "algo.epsilon_low must be in [0, 1) and algo.epsilon_high >= 0 (the ratio is clipped "
             f"to [1 - epsilon_low, 1 + epsilon_high]; .inf for both turns clipping off), got "
             f"{epsilon_low} and {epsilon_high}"
+        )
+    if sampler_is_cap is not None and not sampler_is_cap >= 1:
+        raise ConfigError(
+            f"algo.sampler_is_cap must be >= 1 (it caps pi_trainer / pi_sampler, 1 when they "
+            f"agree) or null for no correction, got {sampler_is_cap}"
         )
     if not 0 < top_k_ratio <= 1:
         raise ConfigError(f"algo.top_k_ratio must be in (0, 1], got {top_k_ratio}")

@@ -1,6 +1,8 @@
 """The GRPO module's update: leaving zero-advantage completions out changes nothing but cost."""
 
+import dataclasses
 import functools
+import math
 
 import pytest
 import torch
@@ -95,4 +97,25 @@ def test_select_drops_padding_only_other_rows_needed(rollout_and_lm):
     assert part.completions == rollout.completions[4:8]
     assert torch.equal(
         part.completion_ids, rollout.completion_ids[4:8, : part.completion_ids.size(1)]
+    )
+
+
+def test_a_sampler_that_reports_its_log_probs_is_corrected_only_when_asked(rollout_and_lm):
+    rollout, lm = rollout_and_lm
+    advantages = torch.tensor([1.0, 0.5, 0.2, 0.7] * 3)  # all one sign: the loss is not ~0
+    with torch.no_grad():
+        trainer_logps = lm.log_probs(rollout)[0]
+    results = {}
+    for name, cap, shift in (("plain", None, 0.0), ("same", 2.0, 0.0), ("lower", 2.0, -0.1)):
+        module = make_module(lm, False, "bnpo")
+        module.sampler_is_cap = cap
+        # the sampler saw each token as likely as the trainer, or e^-0.1 times as likely
+        reported = dataclasses.replace(rollout, sampler_logps=trainer_logps + shift)
+        results[name] = module.policy_loss(reported, advantages, trainer_logps, None)[:2]
+    assert "sampler/is_weight_mean" not in results["plain"][1]
+    assert results["same"][0].item() == pytest.approx(results["plain"][0].item(), abs=1e-6)
+    assert results["same"][1]["sampler/is_weight_mean"].item() == pytest.approx(1.0)
+    assert results["lower"][1]["sampler/is_weight_mean"].item() == pytest.approx(math.exp(0.1))
+    assert results["lower"][0].item() == pytest.approx(
+        math.exp(0.1) * results["plain"][0].item(), rel=1e-5
     )

@@ -5,7 +5,13 @@ import math
 import pytest
 import torch
 
-from src.grpo.objective import group_advantages, grpo_loss, keep_top_k, per_token_kl
+from src.grpo.objective import (
+    group_advantages,
+    grpo_loss,
+    keep_top_k,
+    per_token_kl,
+    sampler_correction,
+)
 
 REWARDS = torch.tensor([1.0, 0.0, 0.0, 0.0, 1.0, 1.0, 1.0, 1.0])
 
@@ -393,3 +399,44 @@ def test_the_loss_is_its_policy_gradient_part_plus_its_kl_penalty(loss_type):
     assert no_kl["kl_penalty"] == 0 and no_kl["pg_loss"].item() == pytest.approx(
         metrics["pg_loss"].item()
     )
+
+
+@pytest.mark.parametrize("loss_type", ["bnpo", "dapo"])
+def test_token_losses_divide_by_the_given_token_count(loss_type):
+    # Two processes whose gradients are averaged: each divides its token sum by the global
+    # count / 2, so the mean of their losses is the global token mean.
+    logps = torch.zeros(2, 3)
+    whole, _ = loss(logps, ADV, MASK, loss_type)
+    halves = [
+        grpo_loss(
+            logps[i : i + 1], None, None, ADV[i : i + 1], MASK[i : i + 1], beta=0.0,
+            epsilon_low=0.2, epsilon_high=0.2, loss_type=loss_type, num_tokens=MASK.sum() / 2,
+        )[0]
+        for i in range(2)
+    ]  # fmt: skip
+    assert (sum(halves) / 2).item() == pytest.approx(whole.item())
+    local = [
+        loss(logps[i : i + 1], ADV[i : i + 1], MASK[i : i + 1], loss_type)[0] for i in range(2)
+    ]
+    assert (sum(local) / 2).item() != pytest.approx(whole.item())  # each its own count differs
+
+
+def test_sampler_correction_caps_the_trainer_to_sampler_ratio():
+    old = torch.log(torch.tensor([[0.5, 0.2, 0.9], [0.3, 0.3, 0.3]]))
+    sampled = torch.log(torch.tensor([[0.5, 0.05, 0.6], [0.6, 0.3, 0.1]]))
+    mask = torch.tensor([[1, 1, 1], [1, 1, 0]])
+    weights, metrics = sampler_correction(old, sampled, mask, cap=2.0)
+    expected = torch.tensor([[1.0, 2.0, 1.5], [0.5, 1.0, 0.0]])  # 0.2 / 0.05 = 4 is capped at 2
+    assert torch.allclose(weights, expected)
+    assert metrics["sampler/is_capped_ratio"].item() == pytest.approx(1 / 5)
+    assert metrics["sampler/is_weight_mean"].item() == pytest.approx(6 / 5)
+
+
+def test_sampler_weights_scale_each_tokens_surrogate():
+    logps = torch.zeros(2, 3)
+    plain, _ = loss(logps, ADV, MASK, "bnpo")
+    doubled, _ = grpo_loss(
+        logps, None, None, ADV, MASK, beta=0.0, epsilon_low=0.2, epsilon_high=0.2,
+        loss_type="bnpo", sampler_weights=torch.full((2, 3), 2.0),
+    )  # fmt: skip
+    assert doubled.item() == pytest.approx(2 * plain.item())

@@ -19,6 +19,7 @@ CASES = [
     ("algo.scale_rewards=max", "algo.scale_rewards must be one of"),
     ("algo.num_iterations=0", "algo.num_iterations must be >= 1"),
     ("model.dtype=float8", "model.dtype must be one of"),
+    ("algo.sampler_is_cap=0.5", "algo.sampler_is_cap must be >= 1"),
     (
         "hardware=[cpu,4bit]",
         r"4-bit weights cannot be trained; add the adapter with hardware=\[4bit,lora\]",
