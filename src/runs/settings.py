@@ -214,6 +214,13 @@ def check_hardware_settings(
             f"GPUs but only {cuda_devices} CUDA device was found; use hardware=gpu"
         )
     processes = None if per_node is None else per_node * num_nodes
+    vllm = bool(rollout_target) and str(rollout_target).endswith("VLLMSampler")
+    if vllm and (processes is None or processes > 1):
+        raise ConfigError(
+            f"rollout=vllm runs one engine beside one training process, but trainer.devices="
+            f"{devices} x trainer.num_nodes={num_nodes} start several; use rollout=hf with "
+            "several processes, or one process (hardware=gpu) with rollout.tensor_parallel_size"
+        )
     if batch_size is not None and processes and int(batch_size) % processes:
         raise ConfigError(
             f"data.batch_size={batch_size} (prompts per step, all processes together) does not "

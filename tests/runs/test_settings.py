@@ -141,6 +141,11 @@ BAD_HARDWARE = [
         4,
         "data.batch_size=2 .* does not split over 8 processes",
     ),
+    (
+        ["hardware=[multi_gpu,lora]", "rollout=vllm", "data.batch_size=8"],
+        4,
+        r"rollout=vllm runs one engine beside one training process, but trainer.devices=-1",
+    ),
 ]
 
 

@@ -5,6 +5,7 @@ from pathlib import Path
 
 import mlflow
 import pytest
+from lightning.pytorch.strategies import DDPStrategy
 
 import src.sft.warm_start as warm_start_module
 from src.train import train
@@ -51,3 +52,18 @@ def test_warm_start_stops_at_its_target_reward(make_cfg):
     train(cfg)
     (folder,) = cached_folders(cfg)
     assert json.loads((folder / "warm_start.json").read_text())["steps"] == 3
+
+
+def test_the_warm_start_runs_where_and_how_grpo_runs(make_cfg):
+    cfg = make_cfg("trainer.devices=2", "trainer.strategy=ddp", "data.batch_size=4")
+    assert warm_start_module.placement(cfg.trainer) == {
+        "accelerator": "cpu",
+        "devices": 2,
+        "num_nodes": 1,
+        "strategy": "ddp",
+        "precision": "32-true",
+        "use_distributed_sampler": False,  # each process takes its share of a global batch
+    }
+    multi = warm_start_module.placement(make_cfg("hardware=[multi_gpu,lora]").trainer)
+    assert isinstance(multi["strategy"], DDPStrategy)  # built afresh, not shared with GRPO's
+    assert (multi["accelerator"], multi["devices"], multi["precision"]) == ("gpu", -1, "bf16-true")
