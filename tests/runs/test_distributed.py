@@ -9,6 +9,7 @@ runs train on the same tokens and any difference is the distributed reduction's.
 
 from __future__ import annotations
 
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -34,13 +35,18 @@ STEPS = 4
 RELATIVE, ABSOLUTE = 1e-4, 1e-6  # float sums in another order; all else must match
 
 
-def train(root: Path, run: str, *overrides: str) -> dict[str, list[tuple[int, float]]]:
-    """Run GRPO with its store under `root`, folder root/run; the metric histories."""
-    finish(
-        start_training(*RUN, f"paths.output_root={root}", f"paths.run_dir={root / run}", *overrides)
+def start(root: Path, run: str, *overrides: str) -> subprocess.Popen:
+    """Start GRPO with its store under `root` and its folder at root/run."""
+    return start_training(
+        *RUN, f"paths.output_root={root}", f"paths.run_dir={root / run}", *overrides
     )
-    client, run_ = only_run(root)
-    return histories(client, run_)
+
+
+def recorded(root: Path, process: subprocess.Popen) -> dict[str, list[tuple[int, float]]]:
+    """Wait for the run to end well; the metric histories of the one run under `root`."""
+    finish(process)
+    client, run = only_run(root)
+    return histories(client, run)
 
 
 def differences(
@@ -68,15 +74,21 @@ def test_two_processes_log_what_one_process_logs(tmp_path, loss_type):
     """For `grpo` the two-process run stops at step 2 and is continued from its checkpoint,
     so the comparison also shows that a distributed checkpoint resumes exactly."""
     overrides = [f"algo.loss_type={loss_type}", *LOSSES[loss_type]]
-    one = train(tmp_path / "one", "run", *overrides, f"trainer.max_steps={STEPS}")
+    # The one-process run goes alongside the first two-process one: they spend most of their
+    # time starting up, one core each.
+    one_process = start(tmp_path / "one", "run", *overrides, f"trainer.max_steps={STEPS}")
     root = tmp_path / "two"
     if loss_type == "grpo":
-        train(root, "first", *overrides, *TWO_PROCESSES, f"trainer.max_steps={STEPS // 2}")
-        checkpoint = root / "first" / "checkpoints" / "last.ckpt"
-        resume = [f"ckpt_path={checkpoint}"]
+        first = start(root, "first", *overrides, *TWO_PROCESSES, f"trainer.max_steps={STEPS // 2}")
+        finish(first)
+        resume = [f"ckpt_path={root / 'first' / 'checkpoints' / 'last.ckpt'}"]
     else:
         resume = []
-    two = train(root, "run", *overrides, *TWO_PROCESSES, f"trainer.max_steps={STEPS}", *resume)
+    two_processes = start(
+        root, "run", *overrides, *TWO_PROCESSES, f"trainer.max_steps={STEPS}", *resume
+    )
+    one = recorded(tmp_path / "one", one_process)
+    two = recorded(root, two_processes)
     if resume:
         _, run = only_run(root)  # the continuation wrote into the same MLflow run
         assert run.data.tags["resumes"] == "1"
