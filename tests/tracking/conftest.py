@@ -28,12 +28,11 @@ SMALL_JOB = [
 ]
 
 # The README's spelling, on a 3 x 2 grid: six jobs of the embedded arithmetic recipe, each
-# starting from the same cached warm start (made by the first job, under a minute), so that rewards
-# and accuracy are not all zero; 6 GRPO steps, held-out evaluation at steps 0, 2, 4 and 6.
+# starting from the session's warm start (`warm_tiny`, shared with the other slow tests), so that
+# rewards and accuracy are not all zero; 6 GRPO steps, held-out evaluation at steps 0, 2, 4, 6.
 SIX_JOB_SWEEP = [
     "algo.kl_beta=0.0,0.05,0.1",
     "algo.group_size=2,4",
-    "sft.stop_at_reward=0.2",
     "trainer.max_steps=6",
     "trainer.val_check_interval=2",
     "trainer.enable_model_summary=false",
@@ -87,8 +86,9 @@ def sweep(output_root: Path, *args: str) -> SweepStore:
 
 
 @pytest.fixture(scope="session")
-def six_job_sweep(tmp_path_factory: pytest.TempPathFactory) -> SweepStore:
-    """`python -m src.train -m algo.kl_beta=0.0,0.05,0.1 algo.group_size=2,4 ...` (tiny model)."""
-    store = sweep(tmp_path_factory.mktemp("sweep"), *SIX_JOB_SWEEP)
+def six_job_sweep(tmp_path_factory: pytest.TempPathFactory, warm_tiny: list[str]) -> SweepStore:
+    """`python -m src.train -m algo.kl_beta=0.0,0.05,0.1 algo.group_size=2,4 ...` (tiny model,
+    warm-started)."""
+    store = sweep(tmp_path_factory.mktemp("sweep"), *SIX_JOB_SWEEP, *warm_tiny)
     print(f"six-job sweep: {store.seconds:.1f} s")
     return store
