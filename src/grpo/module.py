@@ -190,10 +190,10 @@ class GRPOModule(L.LightningModule):
         )
         rollout = episode.rollout
         record = RolloutRecord.of(episode).gathered()  # every process's rows, in rank order
-        advantages = group_advantages(record.rewards, self.group_size, self.scale_rewards)
-        advantages = keep_top_k(advantages, record.rewards, self.group_size, self.top_k_ratio)
+        everyone = group_advantages(record.rewards, self.group_size, self.scale_rewards)
+        everyone = keep_top_k(everyone, record.rewards, self.group_size, self.top_k_ratio)
         first = rank() * len(episode.rewards)  # every process holds as many rows
-        advantages = advantages[first : first + len(episode.rewards)].to(self.device)
+        advantages = everyone[first : first + len(episode.rewards)].to(self.device)
         old_logps = None
         with phase("log_probs"):
             if self.num_iterations > 1 or self.corrects_sampler(rollout):
@@ -201,9 +201,6 @@ class GRPOModule(L.LightningModule):
                     old_logps = self.lm.log_probs(rollout, self.temperature)[0]
             ref_logps = reference_log_probs(self.reference, rollout, self.temperature)
         statistics = rollout_metrics(record, self.group_size)
-        mean_advantage = float(sum_over_processes({"a": advantages.sum()})["a"]) / len(
-            record.rewards
-        )
         tokens = rollout.prompt_mask.sum() + rollout.completion_mask.sum()
         self.num_tokens += int(sum_over_processes({"tokens": tokens})["tokens"])
 
@@ -245,7 +242,7 @@ class GRPOModule(L.LightningModule):
                 "skipped_steps": self.nonfinite.skipped,
                 "learning_rate": learning_rate,
                 "num_tokens": self.num_tokens,
-                "mean_advantage": mean_advantage,
+                "mean_advantage": float(everyone.mean()),
                 "step_time": time.perf_counter() - started,
             }
             metrics.update(aliased(metrics, self.metric_aliases))
