@@ -38,7 +38,6 @@ from src.rollout.rollout import Rollout
 from src.rollout.sampler import Sampler
 from src.tracking.samples_table import log_samples_table
 from src.utils.distributed import (
-    any_over_processes,
     average_gradients,
     gather_objects,
     rank,
@@ -316,14 +315,16 @@ class GRPOModule(L.LightningModule):
         """
         trained = advantages != 0
         skipping = self.skip_zero_advantage and self.kl_beta == 0.0
-        anywhere = any_over_processes(bool(trained.any())) if skipping else False
+        all_tokens = rollout.completion_mask.sum()
+        # one collective for both: the global token count and whether any process trains rows
+        total = sum_over_processes({"tokens": all_tokens, "trained": trained.any()})
+        num_tokens = total["tokens"] / world_size()
+        anywhere = skipping and total["trained"] > 0
         counted = bool(trained.any()) or not anywhere  # whether this process's entropy counts
         if not (skipping and trained.any()):
             trained = torch.ones_like(trained)  # a KL term, or rows with nothing to learn
         part = rollout.select(trained) if not trained.all() else rollout
         width = part.completion_ids.size(1)
-        all_tokens = rollout.completion_mask.sum()
-        num_tokens = sum_over_processes({"n": all_tokens})["n"] / world_size()
         logps, entropy = self.lm.log_probs(part, self.temperature, with_entropy=True)
         old = None if old_logps is None else old_logps[trained, :width]
         sampler_weights, sampler_metrics = None, {}

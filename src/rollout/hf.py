@@ -6,6 +6,7 @@ import torch
 
 from src.model.causal_lm import CausalLM
 from src.rollout.rollout import Rollout, completion_mask
+from src.rollout.sampler import check_sampling
 
 
 class HFSampler:
@@ -19,10 +20,7 @@ class HFSampler:
         top_k: int = 0,
         repetition_penalty: float = 1.0,
     ) -> None:
-        if max_completion_length < 1:
-            raise ValueError(f"max_completion_length must be >= 1, got {max_completion_length}")
-        if temperature <= 0:
-            raise ValueError(f"temperature must be > 0, got {temperature}; use greedy=True instead")
+        check_sampling(max_completion_length, temperature)
         self.max_completion_length = max_completion_length
         self.temperature = temperature
         self.top_p = top_p

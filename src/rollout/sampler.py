@@ -27,3 +27,12 @@ class Sampler(Protocol):
         optimizer step. A sampler that runs the network itself (hf) has nothing to do; one
         with its own copy of the weights (vLLM) loads the adapter or the weights here."""
         ...
+
+
+def check_sampling(max_completion_length: int, temperature: float) -> None:
+    """The declared settings every sampler needs: at least one new token, and a temperature
+    above 0 (greedy decoding is asked for per call, not by temperature 0)."""
+    if max_completion_length < 1:
+        raise ValueError(f"max_completion_length must be >= 1, got {max_completion_length}")
+    if temperature <= 0:
+        raise ValueError(f"temperature must be > 0, got {temperature}; use greedy=True instead")

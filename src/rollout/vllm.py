@@ -37,6 +37,7 @@ from torch import Tensor, nn
 
 from src.model.causal_lm import CausalLM
 from src.rollout.rollout import Rollout
+from src.rollout.sampler import check_sampling
 from src.utils.distributed import is_distributed
 from src.utils.errors import ConfigError
 
@@ -267,10 +268,7 @@ class VLLMSampler:
         enforce_eager: bool = False,
         sleep_between_rollouts: bool = False,
     ) -> None:
-        if max_completion_length < 1:
-            raise ValueError(f"max_completion_length must be >= 1, got {max_completion_length}")
-        if temperature <= 0:
-            raise ValueError(f"temperature must be > 0, got {temperature}; use greedy=True instead")
+        check_sampling(max_completion_length, temperature)
         if not 0 < gpu_memory_utilization <= 1:
             raise ConfigError(
                 f"rollout.gpu_memory_utilization must be in (0, 1], got {gpu_memory_utilization}"

@@ -53,25 +53,6 @@ def sum_over_processes(values: Mapping[str, float | Tensor]) -> dict[str, float]
     return dict(zip(names, stacked.tolist(), strict=True))
 
 
-def gather_tensors(tensor: Tensor) -> Tensor:
-    """`tensor` of every process concatenated along dim 0 in rank order; the shapes must
-    agree but for dim 0. Detached; on `tensor`'s device."""
-    if not is_distributed():
-        return tensor.detach()
-    device = tensor.device
-    local = tensor.detach().to(collective_device())
-    sizes = [torch.zeros(1, dtype=torch.long, device=local.device) for _ in range(world_size())]
-    dist.all_gather(sizes, torch.tensor([local.size(0)], device=local.device))
-    longest = max(int(size) for size in sizes)
-    padded = local.new_zeros((longest, *local.shape[1:]))
-    padded[: local.size(0)] = local
-    parts = [torch.empty_like(padded) for _ in sizes]
-    dist.all_gather(parts, padded)
-    return torch.cat([part[: int(size)] for part, size in zip(parts, sizes, strict=True)]).to(
-        device
-    )
-
-
 def gather_objects(value: Any) -> list[Any]:
     """`value` of every process (picklable), in rank order; `[value]` on one process."""
     if not is_distributed():
@@ -79,11 +60,6 @@ def gather_objects(value: Any) -> list[Any]:
     gathered: list[Any] = [None] * world_size()
     dist.all_gather_object(gathered, value)
     return gathered
-
-
-def any_over_processes(flag: bool) -> bool:
-    """Whether `flag` is true on at least one process."""
-    return sum_over_processes({"flag": float(flag)})["flag"] > 0
 
 
 @torch.no_grad()

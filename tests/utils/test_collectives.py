@@ -9,10 +9,8 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 
 from src.utils.distributed import (
-    any_over_processes,
     average_gradients,
     gather_objects,
-    gather_tensors,
     rank,
     sharded_norm,
     sum_over_processes,
@@ -35,10 +33,7 @@ def on_each_process(process: int, port: int, results: dict) -> None:
     try:
         found = {"rank": rank(), "world": world_size()}
         found["sums"] = sum_over_processes({"a": 1.0 + process, "b": torch.tensor(2.0)})
-        found["gathered"] = gather_tensors(torch.full((process + 1, 2), float(process))).tolist()
         found["objects"] = gather_objects({"process": process})
-        found["any"] = any_over_processes(process == 1)
-        found["none"] = any_over_processes(False)
         weight = torch.nn.Parameter(torch.zeros(3))
         weight.grad = torch.full((3,), 2.0 + 2 * process)  # 2 and 4: the mean is 3
         average_gradients([weight])
@@ -57,9 +52,7 @@ def test_collectives_over_two_processes():
         found = results[process]
         assert found["rank"] == process and found["world"] == 2
         assert found["sums"] == {"a": 3.0, "b": 4.0}
-        assert found["gathered"] == [[0.0, 0.0], [1.0, 1.0], [1.0, 1.0]]  # rank order, sizes differ
         assert found["objects"] == [{"process": 0}, {"process": 1}]
-        assert found["any"] is True and found["none"] is False
         assert found["averaged"] == [3.0, 3.0, 3.0]
         assert abs(found["norm"] - float(FULL_GRADIENT.norm())) < 1e-6
 
@@ -68,7 +61,6 @@ def test_on_one_process_every_collective_is_the_value_itself():
     assert (rank(), world_size()) == (0, 1)
     assert sum_over_processes({"a": 2.5}) == {"a": 2.5}
     assert gather_objects("x") == ["x"]
-    assert gather_tensors(torch.ones(2)).tolist() == [1.0, 1.0]
     weight = torch.nn.Parameter(torch.zeros(2))
     weight.grad = torch.tensor([1.0, 2.0])
     average_gradients([weight])
