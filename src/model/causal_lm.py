@@ -16,7 +16,6 @@ from pathlib import Path
 from typing import Any
 
 import torch
-import torch.nn.functional as F
 from torch import Tensor, nn
 from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel
 from transformers.utils import logging as hf_logging
@@ -122,7 +121,7 @@ class CausalLM(nn.Module):
     ) -> tuple[Tensor, Tensor | None]:
         """Log-probs of the last `num_targets` tokens of each row under the network.
 
-        Position ids follow the attention mask, as `generate` does with left padding, so the
+        Position ids follow the attention mask, as sampling does with left padding, so the
         scores match the ones the samples were drawn from.
         """
         position_ids = (attention_mask.cumsum(dim=1) - 1).clamp(min=0)
@@ -134,26 +133,68 @@ class CausalLM(nn.Module):
             use_cache=False,
             **extra,
         ).logits
-        logits = logits[:, -num_targets - 1 : -1, :].float() / temperature
-        targets = input_ids[:, -num_targets:]
-        log_norm = torch.logsumexp(logits, dim=-1)
-        logps = logits.gather(-1, targets.unsqueeze(-1)).squeeze(-1) - log_norm
-        entropy = None
-        if with_entropy:
-            with torch.no_grad():
-                probs = F.softmax(logits, dim=-1)
-                entropy = log_norm - (probs * logits).sum(-1)
-        return logps, entropy
+        logits = logits[:, -num_targets - 1 : -1, :]
+        return target_log_probs(logits, input_ids[:, -num_targets:], temperature, with_entropy)
 
     def log_probs(
         self, sequences: Sequences, temperature: float = 1.0, with_entropy: bool = False
     ) -> tuple[Tensor, Tensor | None]:
-        """Per-token log-probs [N, T] of the completions (and entropies if asked)."""
+        """Per-token log-probs [N, T] of the completions (and entropies if asked).
+
+        Rows that continue the same prompt (the G completions of a group sit next to each
+        other) read it once: the prompt runs once per group and its keys and values serve
+        every completion of the group, gradients included (`prompt_groups`)."""
+        groups = prompt_groups(sequences.prompt_ids, sequences.prompt_mask)
+        if groups is not None and not checkpointed(self.network):
+            return self._grouped_log_probs(sequences, *groups, temperature, with_entropy)
         input_ids = torch.cat([sequences.prompt_ids, sequences.completion_ids], dim=1)
         mask = torch.cat([sequences.prompt_mask, sequences.completion_mask], dim=1)
         return self.token_log_probs(
             input_ids, mask, sequences.completion_ids.size(1), temperature, with_entropy
         )
+
+    def _grouped_log_probs(
+        self,
+        sequences: Sequences,
+        first: Tensor,
+        owner: Tensor,
+        temperature: float,
+        with_entropy: bool,
+    ) -> tuple[Tensor, Tensor | None]:
+        """`log_probs` with each distinct prompt (rows `first`) run once; row n continues the
+        prompt of row first[owner[n]]."""
+        prompt_mask = sequences.prompt_mask[first]
+        prompt = self.network(
+            input_ids=sequences.prompt_ids[first],
+            attention_mask=prompt_mask,
+            position_ids=(prompt_mask.cumsum(dim=1) - 1).clamp(min=0),
+            use_cache=True,
+            **({"logits_to_keep": 1} if self.keeps_few_logits else {}),
+        )
+        cache = prompt.past_key_values
+        cache.batch_select_indices(owner)  # each row continues its own prompt's keys and values
+        completion_ids = sequences.completion_ids
+        width = completion_ids.size(1)
+        positions = prompt_mask.sum(dim=1)[owner].unsqueeze(1)
+        positions = positions + torch.arange(width, device=positions.device)
+        logits = self.network(
+            input_ids=completion_ids,
+            attention_mask=torch.cat([sequences.prompt_mask, sequences.completion_mask], dim=1),
+            position_ids=positions,
+            past_key_values=cache,
+            use_cache=False,
+            **({"logits_to_keep": width} if self.keeps_few_logits else {}),
+        ).logits
+        # the prompt's last position predicts the first completion token, each completion
+        # position the next one
+        head, head_entropy = target_log_probs(
+            prompt.logits[owner, -1:, :], completion_ids[:, :1], temperature, with_entropy
+        )
+        rest, rest_entropy = target_log_probs(
+            logits[:, :-1, :], completion_ids[:, 1:], temperature, with_entropy
+        )
+        entropy = torch.cat([head_entropy, rest_entropy], dim=1) if with_entropy else None
+        return torch.cat([head, rest], dim=1), entropy
 
     @torch.no_grad()
     def continuation_scores(
@@ -233,6 +274,51 @@ class CausalLM(nn.Module):
         network.save_pretrained(path)
         self.tokenizer.save_pretrained(path)
         return path
+
+
+def checkpointed(network: nn.Module) -> bool:
+    """Whether activation checkpointing is on in any layer of `network`: a checkpointed layer
+    runs twice in backward, so it must not write a shared key/value cache."""
+    return any(getattr(module, "gradient_checkpointing", False) for module in network.modules())
+
+
+def prompt_groups(prompt_ids: Tensor, prompt_mask: Tensor) -> tuple[Tensor, Tensor] | None:
+    """Runs of rows with the same prompt: the first row of each run and, per row, the index of
+    its run; None when no two neighbouring rows share a prompt (nothing to save)."""
+    rows = torch.cat([prompt_ids, prompt_mask], dim=1)
+    if rows.size(0) < 2:
+        return None
+    changes = (rows[1:] != rows[:-1]).any(dim=1)
+    if bool(changes.all()):
+        return None
+    starts = torch.cat([changes.new_ones(1), changes])
+    return starts.nonzero().flatten(), starts.long().cumsum(dim=0) - 1
+
+
+ENTROPY_CHUNK = 2**24  # logits entries per entropy chunk (64 MiB in float32)
+
+
+def target_log_probs(
+    logits: Tensor, targets: Tensor, temperature: float = 1.0, with_entropy: bool = False
+) -> tuple[Tensor, Tensor | None]:
+    """Log-probs [N, T] of `targets` under `logits` [N, T, V] divided by the temperature, and
+    the entropy of each position's distribution when asked (without gradient, over chunks of
+    rows, so no second [N, T, V] tensor is made at once)."""
+    logits = logits.float()
+    if temperature != 1.0:
+        logits = logits / temperature
+    log_norm = torch.logsumexp(logits, dim=-1)
+    logps = logits.gather(-1, targets.unsqueeze(-1)).squeeze(-1) - log_norm
+    if not with_entropy:
+        return logps, None
+    entropy = torch.empty_like(log_norm, requires_grad=False)
+    rows = max(1, ENTROPY_CHUNK // max(1, logits.size(1) * logits.size(2)))
+    with torch.no_grad():
+        for start in range(0, logits.size(0), rows):
+            part = logits[start : start + rows]
+            probs = torch.softmax(part, dim=-1)
+            entropy[start : start + rows] = log_norm[start : start + rows] - (probs * part).sum(-1)
+    return logps, entropy
 
 
 class AdapterDisabled:

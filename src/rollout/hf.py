@@ -1,16 +1,18 @@
-"""Sampling with transformers `generate`: the default rollout backend, runs anywhere."""
+"""Sampling with a transformers causal LM: the default rollout backend, runs anywhere."""
 
 from __future__ import annotations
 
 import torch
 
 from src.model.causal_lm import CausalLM
+from src.rollout.decode import Sampling, decode
 from src.rollout.rollout import Rollout, completion_mask
 from src.rollout.sampler import check_sampling
 
 
 class HFSampler:
-    """A `Sampler` for transformers causal LMs: draws G completions per prompt with `generate`, left-padded, cut at the first EOS."""
+    """A `Sampler` for transformers causal LMs: G completions per prompt from one read of the
+    prompt (`src.rollout.decode`), left-padded, cut at the first EOS."""
 
     def __init__(
         self,
@@ -19,16 +21,18 @@ class HFSampler:
         top_p: float = 1.0,
         top_k: int = 0,
         repetition_penalty: float = 1.0,
+        min_completion_length: int = 0,
     ) -> None:
-        check_sampling(max_completion_length, temperature)
+        check_sampling(max_completion_length, temperature, min_completion_length)
         self.max_completion_length = max_completion_length
+        self.min_completion_length = min_completion_length
         self.temperature = temperature
         self.top_p = top_p
         self.top_k = top_k
         self.repetition_penalty = repetition_penalty
 
     def sync(self, lm: CausalLM) -> None:
-        """Nothing to do: `generate` runs the trained network itself."""
+        """Nothing to do: sampling runs the trained network itself."""
 
     @torch.no_grad()
     def sample(
@@ -37,33 +41,35 @@ class HFSampler:
         """G completions for each prompt; greedy decoding for evaluation."""
         tokenizer = lm.tokenizer
         encoded = lm.encode_prompts(prompts)
-        prompt_ids = encoded["input_ids"].repeat_interleave(group_size, dim=0)
-        prompt_mask = encoded["attention_mask"].repeat_interleave(group_size, dim=0)
         sampling = (
-            {"do_sample": False}
+            Sampling(greedy=True)
             if greedy
-            else {
-                "do_sample": True,
-                "temperature": self.temperature,
-                "top_p": self.top_p,
-                "top_k": self.top_k,
-                "repetition_penalty": self.repetition_penalty,
-            }
+            else Sampling(
+                temperature=self.temperature,
+                top_p=self.top_p,
+                top_k=self.top_k,
+                repetition_penalty=self.repetition_penalty,
+                min_new_tokens=self.min_completion_length,
+            )
         )
         was_training = lm.network.training
         lm.network.eval()
         try:
-            output = lm.network.generate(
-                input_ids=prompt_ids,
-                attention_mask=prompt_mask,
-                max_new_tokens=self.max_completion_length,
-                pad_token_id=tokenizer.pad_token_id,
-                eos_token_id=lm.eos_token_ids,
-                **sampling,
+            completion_ids = decode(
+                lm.network,
+                encoded["input_ids"],
+                encoded["attention_mask"],
+                group_size,
+                self.max_completion_length,
+                lm.eos_token_ids,
+                tokenizer.pad_token_id,
+                sampling,
+                lm.keeps_few_logits,
             )
         finally:
             lm.network.train(was_training)
-        completion_ids = output[:, prompt_ids.size(1) :]
+        prompt_ids = encoded["input_ids"].repeat_interleave(group_size, dim=0)
+        prompt_mask = encoded["attention_mask"].repeat_interleave(group_size, dim=0)
         mask, clipped = completion_mask(completion_ids, lm.eos_token_ids)
         completion_ids = completion_ids.masked_fill(mask == 0, tokenizer.pad_token_id)
         texts = tokenizer.batch_decode(completion_ids, skip_special_tokens=True)

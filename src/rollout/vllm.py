@@ -258,6 +258,7 @@ class VLLMSampler:
         top_p: float = 1.0,
         top_k: int = 0,
         repetition_penalty: float = 1.0,
+        min_completion_length: int = 0,
         gpu_memory_utilization: float = 0.3,
         tensor_parallel_size: int = 1,
         max_model_len: int | None = None,
@@ -268,13 +269,14 @@ class VLLMSampler:
         enforce_eager: bool = False,
         sleep_between_rollouts: bool = False,
     ) -> None:
-        check_sampling(max_completion_length, temperature)
+        check_sampling(max_completion_length, temperature, min_completion_length)
         if not 0 < gpu_memory_utilization <= 1:
             raise ConfigError(
                 f"rollout.gpu_memory_utilization must be in (0, 1], got {gpu_memory_utilization}"
             )
         check_vllm_usable()
         self.max_completion_length = max_completion_length
+        self.min_completion_length = min_completion_length
         self.temperature = temperature
         self.top_p = top_p
         self.top_k = top_k
@@ -357,6 +359,7 @@ class VLLMSampler:
         return vllm.SamplingParams(
             n=n,
             max_tokens=self.max_completion_length,
+            min_tokens=0 if greedy else self.min_completion_length,
             stop_token_ids=list(lm.eos_token_ids),
             logprobs=0,
             detokenize=False,  # the texts are decoded with the network's tokenizer

@@ -1,5 +1,6 @@
 """Loading models and scoring completions: the numbers GRPO's ratios are built from."""
 
+import copy
 import warnings
 
 import pytest
@@ -147,3 +148,58 @@ def test_four_bit_loading_with_lora(tiny_lm):
     assert not [w for w in caught if "autograd kernel was not registered" in str(w.message)]
     grads = [p.grad for p in lm.parameters() if p.requires_grad]
     assert grads and all(g is not None for g in grads)
+
+
+def ungrouped(lm, rollout, temperature=1.0):
+    """Log-probs and entropies with every row read whole (no prompt shared)."""
+    ids = torch.cat([rollout.prompt_ids, rollout.completion_ids], dim=1)
+    mask = torch.cat([rollout.prompt_mask, rollout.completion_mask], dim=1)
+    width = rollout.completion_ids.size(1)
+    return lm.token_log_probs(ids, mask, width, temperature, with_entropy=True)
+
+
+@pytest.mark.parametrize("lora", [False, True])
+def test_a_group_reads_its_prompt_once_with_the_same_scores_and_gradients(tiny_lm, lora):
+    from src.model.causal_lm import CausalLM, prompt_groups
+
+    lm = tiny_lm
+    if lora:
+        from peft import LoraConfig, get_peft_model
+
+        network = get_peft_model(
+            copy.deepcopy(tiny_lm.network),
+            LoraConfig(
+                r=4, lora_alpha=8, target_modules=["q_proj", "v_proj"], init_lora_weights=False
+            ),
+        )
+        lm = CausalLM(network, tiny_lm.tokenizer)
+    torch.manual_seed(1)
+    rollout = HFSampler(max_completion_length=6).sample(
+        lm, ["What is 12 + 30?\nAnswer:", "Hi", "Hi"], group_size=3
+    )
+    first, owner = prompt_groups(rollout.prompt_ids, rollout.prompt_mask)
+    assert first.tolist() == [0, 3] and owner.tolist() == [0, 0, 0, 1, 1, 1, 1, 1, 1]
+    counted = rollout.completion_mask.bool()
+    scores = []
+    for grouped in (True, False):
+        lm.zero_grad()
+        logps, entropy = (
+            lm.log_probs(rollout, 0.7, True) if grouped else ungrouped(lm, rollout, 0.7)
+        )
+        (logps * rollout.completion_mask).sum().backward()
+        grads = [p.grad.clone() for p in lm.trainable_parameters()]
+        scores.append((logps.detach()[counted], entropy[counted], grads))
+    (grouped_logps, grouped_entropy, grouped_grads), (logps, entropy, grads) = scores
+    assert torch.allclose(grouped_logps, logps, atol=1e-5)
+    assert torch.allclose(grouped_entropy, entropy, atol=1e-5)
+    for grouped_grad, grad in zip(grouped_grads, grads, strict=True):
+        assert torch.allclose(grouped_grad, grad, atol=1e-5, rtol=1e-4)
+    lm.zero_grad()
+
+
+def test_rows_without_a_shared_prompt_are_read_whole(tiny_lm):
+    from src.model.causal_lm import prompt_groups
+
+    ids = torch.tensor([[1, 2], [1, 3], [1, 2]])
+    assert prompt_groups(ids, torch.ones_like(ids)) is None  # equal rows that are not neighbours
+    assert prompt_groups(ids[:1], torch.ones_like(ids[:1])) is None

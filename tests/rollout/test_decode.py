@@ -1,0 +1,116 @@
+"""The decoding loop: one prompt read per group, in-place cache, inverse-CDF draws; held to
+transformers' `generate`."""
+
+from types import SimpleNamespace
+
+import pytest
+import torch
+from transformers import DynamicCache
+
+from src.model.causal_lm import CausalLM
+from src.rollout.decode import Sampling, decode, draw
+from src.rollout.hf import HFSampler
+
+PROMPTS = ["What is 12 + 30?\nAnswer:", "Hi", "A longer prompt, left-padded less."]
+
+
+def encoded(lm: CausalLM) -> tuple[torch.Tensor, torch.Tensor]:
+    batch = lm.encode_prompts(PROMPTS)
+    return batch["input_ids"], batch["attention_mask"]
+
+
+def run(lm: CausalLM, sampling: Sampling, group_size: int = 2, new: int = 12) -> torch.Tensor:
+    ids, mask = encoded(lm)
+    lm.network.eval()
+    try:
+        return decode(
+            lm.network,
+            ids,
+            mask,
+            group_size,
+            new,
+            lm.eos_token_ids,
+            lm.tokenizer.pad_token_id,
+            sampling,
+            lm.keeps_few_logits,
+        )
+    finally:
+        lm.network.train()
+
+
+def test_greedy_decoding_matches_generate(tiny_lm: CausalLM) -> None:
+    ids, mask = encoded(tiny_lm)
+    tiny_lm.network.eval()
+    expected = tiny_lm.network.generate(
+        input_ids=ids.repeat_interleave(2, dim=0),
+        attention_mask=mask.repeat_interleave(2, dim=0),
+        max_new_tokens=12,
+        do_sample=False,
+        eos_token_id=tiny_lm.eos_token_ids,
+        pad_token_id=tiny_lm.tokenizer.pad_token_id,
+    )[:, ids.size(1) :]
+    tiny_lm.network.train()
+    assert torch.equal(run(tiny_lm, Sampling(greedy=True)), expected)
+
+
+def test_top_k_one_samples_the_greedy_tokens(tiny_lm: CausalLM) -> None:
+    torch.manual_seed(3)
+    sampled = run(tiny_lm, Sampling(top_k=1, temperature=0.7, repetition_penalty=1.0))
+    assert torch.equal(sampled, run(tiny_lm, Sampling(greedy=True)))
+
+
+def test_sampling_repeats_under_the_same_seed_and_varies_within_a_group(tiny_lm: CausalLM) -> None:
+    torch.manual_seed(0)
+    first = run(tiny_lm, Sampling(), group_size=4)
+    torch.manual_seed(0)
+    assert torch.equal(first, run(tiny_lm, Sampling(), group_size=4))
+    assert not torch.equal(first[0], first[1])  # copies of one prompt draw their own tokens
+
+
+def test_draw_follows_the_softmax_and_never_picks_a_masked_token() -> None:
+    scores = torch.tensor([[0.0, 1.0, 2.0, -float("inf"), 0.5]]).expand(40_000, -1)
+    generator = torch.Generator().manual_seed(0)
+    counts = torch.bincount(draw(scores, generator), minlength=5).double() / 40_000
+    expected = torch.softmax(scores[0].double(), dim=0)
+    assert counts[3] == 0
+    assert torch.allclose(counts, expected, atol=0.01)
+
+
+class EndsAfter(torch.nn.Module):
+    """A stand-in network over 6 tokens whose favourite is token 5 (EOS) from the third
+    position of each row on, and token 2 before."""
+
+    def __init__(self, prompt_length: int) -> None:
+        super().__init__()
+        self.prompt_length = prompt_length
+
+    def forward(self, input_ids, attention_mask, position_ids, past_key_values=None, **_):
+        logits = torch.zeros(*input_ids.shape, 6)
+        late = position_ids > self.prompt_length
+        logits[..., 2] = 5.0
+        logits[..., 5] = torch.where(late, 10.0, 0.0)
+        return SimpleNamespace(logits=logits, past_key_values=past_key_values or DynamicCache())
+
+
+def test_decoding_stops_when_every_row_has_ended_and_pads_after_eos() -> None:
+    ids, mask = torch.ones(2, 3, dtype=torch.long), torch.ones(2, 3, dtype=torch.long)
+    tokens = decode(EndsAfter(3), ids, mask, 2, 10, [5], 0, Sampling(greedy=True))
+    assert tokens.tolist() == [[2, 2, 5]] * 4
+
+
+@pytest.mark.parametrize("forced", [4, 10])
+def test_min_new_tokens_suppresses_eos(forced: int) -> None:
+    ids, mask = torch.ones(1, 3, dtype=torch.long), torch.ones(1, 3, dtype=torch.long)
+    tokens = decode(
+        EndsAfter(3), ids, mask, 1, 10, [5], 0, Sampling(greedy=True, min_new_tokens=forced)
+    )
+    assert tokens[0, :forced].tolist() == [2] * forced
+    assert tokens.size(1) == min(forced + 1, 10)
+
+
+def test_sampler_forces_the_completion_length(tiny_lm: CausalLM) -> None:
+    sampler = HFSampler(max_completion_length=9, min_completion_length=9)
+    rollout = sampler.sample(tiny_lm, PROMPTS, group_size=2)
+    assert rollout.lengths.tolist() == [9] * 6
+    with pytest.raises(ValueError, match="min_completion_length"):
+        HFSampler(max_completion_length=4, min_completion_length=5)
