@@ -203,3 +203,18 @@ def test_rows_without_a_shared_prompt_are_read_whole(tiny_lm):
     ids = torch.tensor([[1, 2], [1, 3], [1, 2]])
     assert prompt_groups(ids, torch.ones_like(ids)) is None  # equal rows that are not neighbours
     assert prompt_groups(ids[:1], torch.ones_like(ids[:1])) is None
+
+
+def test_checkpointed_layers_read_every_row_whole(tiny_lm):
+    from src.model.causal_lm import CausalLM, checkpointed
+
+    assert not checkpointed(tiny_lm.network)
+    network = copy.deepcopy(tiny_lm.network)
+    network.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+    lm = CausalLM(network, tiny_lm.tokenizer)
+    assert checkpointed(network)  # a recomputed layer must not write a shared cache twice
+    torch.manual_seed(2)
+    rollout = HFSampler(max_completion_length=4).sample(lm, ["Hi", "Hi"], group_size=2)
+    logps, _ = lm.log_probs(rollout)
+    logps.sum().backward()  # the whole rows go through the checkpointed layers
+    assert torch.allclose(logps, ungrouped(lm, rollout)[0], atol=1e-6)
