@@ -124,14 +124,12 @@ class CausalLM(nn.Module):
         Position ids follow the attention mask, as sampling does with left padding, so the
         scores match the ones the samples were drawn from.
         """
-        position_ids = (attention_mask.cumsum(dim=1) - 1).clamp(min=0)
-        extra = {"logits_to_keep": num_targets + 1} if self.keeps_few_logits else {}
         logits = self.network(
             input_ids=input_ids,
             attention_mask=attention_mask,
-            position_ids=position_ids,
+            position_ids=position_ids(attention_mask),
             use_cache=False,
-            **extra,
+            **self._keep_logits(num_targets + 1),
         ).logits
         logits = logits[:, -num_targets - 1 : -1, :]
         return target_log_probs(logits, input_ids[:, -num_targets:], temperature, with_entropy)
@@ -163,38 +161,59 @@ class CausalLM(nn.Module):
     ) -> tuple[Tensor, Tensor | None]:
         """`log_probs` with each distinct prompt (rows `first`) run once; row n continues the
         prompt of row first[owner[n]]."""
-        prompt_mask = sequences.prompt_mask[first]
-        prompt = self.network(
-            input_ids=sequences.prompt_ids[first],
-            attention_mask=prompt_mask,
-            position_ids=(prompt_mask.cumsum(dim=1) - 1).clamp(min=0),
-            use_cache=True,
-            **({"logits_to_keep": 1} if self.keeps_few_logits else {}),
-        )
-        cache = prompt.past_key_values
-        cache.batch_select_indices(owner)  # each row continues its own prompt's keys and values
         completion_ids = sequences.completion_ids
-        width = completion_ids.size(1)
-        positions = prompt_mask.sum(dim=1)[owner].unsqueeze(1)
-        positions = positions + torch.arange(width, device=positions.device)
-        logits = self.network(
-            input_ids=completion_ids,
-            attention_mask=torch.cat([sequences.prompt_mask, sequences.completion_mask], dim=1),
-            position_ids=positions,
-            past_key_values=cache,
-            use_cache=False,
-            **({"logits_to_keep": width} if self.keeps_few_logits else {}),
-        ).logits
+        last, logits = self._continue_prompts(
+            sequences.prompt_ids[first],
+            sequences.prompt_mask[first],
+            owner,
+            completion_ids,
+            sequences.completion_mask,
+        )
         # the prompt's last position predicts the first completion token, each completion
         # position the next one
         head, head_entropy = target_log_probs(
-            prompt.logits[owner, -1:, :], completion_ids[:, :1], temperature, with_entropy
+            last, completion_ids[:, :1], temperature, with_entropy
         )
         rest, rest_entropy = target_log_probs(
             logits[:, :-1, :], completion_ids[:, 1:], temperature, with_entropy
         )
         entropy = torch.cat([head_entropy, rest_entropy], dim=1) if with_entropy else None
         return torch.cat([head, rest], dim=1), entropy
+
+    def _continue_prompts(
+        self, prompt_ids: Tensor, prompt_mask: Tensor, owner: Tensor, ids: Tensor, mask: Tensor
+    ) -> tuple[Tensor, Tensor]:
+        """Logits of continuations `ids` [N, T] (`mask` 1 on real tokens) after distinct
+        left-padded prompts [U, P], each prompt run once: row n continues prompt owner[n] from
+        a copy of its keys and values (gradients flow back through them). Returns the logits
+        of each row's last prompt position [N, 1, V] (they predict the first continuation
+        token) and those of its continuation positions [N, T, V]."""
+        prompt = self.network(
+            input_ids=prompt_ids,
+            attention_mask=prompt_mask,
+            position_ids=position_ids(prompt_mask),
+            use_cache=True,
+            **self._keep_logits(1),
+        )
+        cache = prompt.past_key_values
+        cache.batch_select_indices(owner)  # each row continues its own prompt's keys and values
+        row_mask = prompt_mask[owner]
+        positions = row_mask.sum(dim=1, keepdim=True)
+        positions = positions + torch.arange(ids.size(1), device=positions.device)
+        logits = self.network(
+            input_ids=ids,
+            attention_mask=torch.cat([row_mask, mask], dim=1),
+            position_ids=positions,
+            past_key_values=cache,
+            use_cache=False,
+            **self._keep_logits(ids.size(1)),
+        ).logits
+        return prompt.logits[owner, -1:, :], logits
+
+    def _keep_logits(self, count: int) -> dict[str, int]:
+        """`logits_to_keep` for a forward that needs only the last `count` positions' logits,
+        where the network takes it."""
+        return {"logits_to_keep": count} if self.keeps_few_logits else {}
 
     @torch.no_grad()
     def continuation_scores(
@@ -215,31 +234,15 @@ class CausalLM(nn.Module):
         self, contexts: list[str], continuations: list[list[str]]
     ) -> list[list[float]]:
         encoded = self.encode_prompts(contexts)  # left-padded, truncated like prompts
-        context_mask = encoded["attention_mask"]
-        device = context_mask.device
-        out = self.network(
-            input_ids=encoded["input_ids"],
-            attention_mask=context_mask,
-            position_ids=(context_mask.cumsum(dim=1) - 1).clamp(min=0),
-            use_cache=True,
-        )
+        device = encoded["input_ids"].device
         counts = torch.tensor([len(choices) for choices in continuations], device=device)
         texts = [text for choices in continuations for text in choices]
         eos = self.tokenizer.eos_token_id
         ids, mask = self._padded([self._ids(text) or [eos] for text in texts])  # no end marker
         owner = torch.arange(len(contexts), device=device).repeat_interleave(counts)
-        past = out.past_key_values
-        past.batch_select_indices(owner)  # each continuation continues its own context
-        context_mask = context_mask[owner]
-        positions = context_mask.sum(dim=1, keepdim=True) + torch.arange(ids.size(1), device=device)
-        logits = self.network(
-            input_ids=ids,
-            attention_mask=torch.cat([context_mask, mask], dim=1),
-            position_ids=positions,
-            past_key_values=past,
-            use_cache=False,
-        ).logits
-        first = out.logits[owner, -1:, :]  # what the context's last token predicts
+        first, logits = self._continue_prompts(
+            encoded["input_ids"], encoded["attention_mask"], owner, ids, mask
+        )  # first: what each context's last token predicts
         logits = torch.cat([first, logits[:, :-1, :]], dim=1).float()
         logps = torch.log_softmax(logits, dim=-1).gather(-1, ids.unsqueeze(-1)).squeeze(-1)
         weights = mask.to(logps.dtype)
@@ -274,6 +277,12 @@ class CausalLM(nn.Module):
         network.save_pretrained(path)
         self.tokenizer.save_pretrained(path)
         return path
+
+
+def position_ids(attention_mask: Tensor) -> Tensor:
+    """Position ids that follow a left-padded attention mask (pads share position 0), as
+    `generate` gives them, so scores match the distribution samples were drawn from."""
+    return (attention_mask.cumsum(dim=1) - 1).clamp(min=0)
 
 
 def checkpointed(network: nn.Module) -> bool:

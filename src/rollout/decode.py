@@ -21,6 +21,8 @@ from transformers import (
     TopPLogitsWarper,
 )
 
+from src.model.causal_lm import position_ids
+
 
 @dataclass(frozen=True)
 class Sampling:
@@ -81,7 +83,7 @@ def decode(
     out = network(
         input_ids=prompt_ids,
         attention_mask=prompt_mask,
-        position_ids=(prompt_mask.cumsum(dim=1) - 1).clamp(min=0),
+        position_ids=position_ids(prompt_mask),
         use_cache=True,
         **({"logits_to_keep": 1} if keeps_few_logits else {}),
     )
