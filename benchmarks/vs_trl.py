@@ -49,8 +49,8 @@ from typing import Any
 
 from vs_trl_common import REPO, SHAPES, RunResult, Shape, make_prompts
 from vs_trl_report import group_summary, learning_text, markdown, text_table
+from vs_trl_trl import require_trl
 
-MISSING_TRL = "TRL is not installed: pip install .[bench]  (or pip install 'trl>=1.16')"
 FRAMEWORKS = ("ours", "trl")
 
 
@@ -105,14 +105,6 @@ def ensure_model_folder(shape: Shape) -> None:
         convert_gguf(**cfg.model.offline_fallback)
     if not (shape.folder / "config.json").exists():
         raise SystemExit(f"expected our model config to write {shape.folder}")
-
-
-def require_trl(frameworks: list[str]) -> None:
-    if "trl" in frameworks:
-        try:
-            importlib.metadata.version("trl")
-        except importlib.metadata.PackageNotFoundError:
-            raise SystemExit(MISSING_TRL) from None
 
 
 def versions() -> dict[str, str]:
@@ -329,7 +321,8 @@ def main(argv: list[str]) -> None:
         worker(Path(argv[1]), Path(argv[2]))
         return
     args = parse_args(argv)
-    require_trl(args.frameworks)
+    if "trl" in args.frameworks:
+        require_trl()
     with tempfile.TemporaryDirectory(prefix="vs_trl_") as folder:
         work = Path(folder)
         if args.learning:
