@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
+
 import torch
 
 from src.model.causal_lm import CausalLM
+from src.model.packed import packed_linears
 from src.rollout.decode import Sampling, decode
 from src.rollout.rollout import Rollout, completion_mask
 from src.rollout.sampler import check_sampling
@@ -12,7 +15,9 @@ from src.rollout.sampler import check_sampling
 
 class HFSampler:
     """A `Sampler` for transformers causal LMs: G completions per prompt from one read of the
-    prompt (`src.rollout.decode`), left-padded, cut at the first EOS."""
+    prompt (`src.rollout.decode`), left-padded, cut at the first EOS. With `packed_weights`
+    a float32 network on the CPU decodes with prepacked weights, LoRA merged in
+    (`src.model.packed`); the log-probs of training always come from the modules as they are."""
 
     def __init__(
         self,
@@ -22,6 +27,7 @@ class HFSampler:
         top_k: int = 0,
         repetition_penalty: float = 1.0,
         min_completion_length: int = 0,
+        packed_weights: bool = True,
     ) -> None:
         check_sampling(max_completion_length, temperature, min_completion_length)
         self.max_completion_length = max_completion_length
@@ -30,6 +36,7 @@ class HFSampler:
         self.top_p = top_p
         self.top_k = top_k
         self.repetition_penalty = repetition_penalty
+        self.packed_weights = packed_weights  # CPU float32: decode with packed, merged weights
 
     def sync(self, lm: CausalLM) -> None:
         """Nothing to do: sampling runs the trained network itself."""
@@ -54,18 +61,23 @@ class HFSampler:
         )
         was_training = lm.network.training
         lm.network.eval()
+        rows = len(prompts) * group_size
+        packing = (
+            packed_linears(lm.network, rows) if self.packed_weights else contextlib.nullcontext()
+        )
         try:
-            completion_ids = decode(
-                lm.network,
-                encoded["input_ids"],
-                encoded["attention_mask"],
-                group_size,
-                self.max_completion_length,
-                lm.eos_token_ids,
-                tokenizer.pad_token_id,
-                sampling,
-                lm.keeps_few_logits,
-            )
+            with packing:
+                completion_ids = decode(
+                    lm.network,
+                    encoded["input_ids"],
+                    encoded["attention_mask"],
+                    group_size,
+                    self.max_completion_length,
+                    lm.eos_token_ids,
+                    tokenizer.pad_token_id,
+                    sampling,
+                    lm.keeps_few_logits,
+                )
         finally:
             lm.network.train(was_training)
         prompt_ids = encoded["input_ids"].repeat_interleave(group_size, dim=0)
