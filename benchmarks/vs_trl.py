@@ -155,6 +155,7 @@ def speed_group(
                 "steps": args.steps,
                 "seed": args.seed,
                 "dtype": args.dtype if framework == "ours" else "float32",
+                "overrides": args.ours_override if framework == "ours" else [],
                 "prompts": prompts,
             }
             name = f"{shape.name}-beta{beta}-r{round_number}-{framework}"
@@ -168,7 +169,8 @@ def speed_group(
 def run_speed(args: argparse.Namespace, work: Path) -> dict[str, Any]:
     warn_memory(args)
     settings = {
-        key: getattr(args, key) for key in ("steps", "rounds", "frameworks", "dtype", "seed")
+        key: getattr(args, key)
+        for key in ("steps", "rounds", "frameworks", "dtype", "seed", "ours_override")
     }
     settings.update(
         measured=time.strftime("%Y-%m-%d %H:%M"), versions=versions(), machine=machine()
@@ -274,6 +276,13 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         "--dtype", choices=("float32", "bfloat16"), default="float32", help="ours only: TRL is fp32"
     )
     parser.add_argument("--seed", type=int, default=42, help="seed of the speed runs")
+    parser.add_argument(
+        "--ours-override",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="ours only, repeatable: a config override, e.g. rollout.packed_weights=false",
+    )
     parser.add_argument(
         "--out",
         type=Path,

@@ -165,7 +165,7 @@ def run_speed(spec: dict[str, Any]) -> RunResult:
     overrides = speed_overrides(
         shape, spec["beta"], spec["steps"], spec["seed"], spec["dtype"], folder
     )
-    cfg = compose_train_config(overrides)
+    cfg = compose_train_config([*overrides, *spec.get("overrides", [])])
     use_plain_prompts_and_dense_reward(cfg)
     tokenizer = AutoTokenizer.from_pretrained(shape.folder)
     made = role_prompts(cfg, tokenizer)

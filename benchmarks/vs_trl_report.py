@@ -127,6 +127,8 @@ def speed_markdown(groups: list[dict[str, Any]]) -> str:
         name = f"({shape.name}) {shape.title}, B {shape.batch} G {shape.group} T {shape.tokens}"
         if settings["dtype"] != "float32":
             name += f", ours {settings['dtype']} (not equal precision)"
+        if settings.get("ours_override"):
+            name += f", ours with {' '.join(settings['ours_override'])}"
         lines.append(
             f"| {name} | {group['beta']} | {settings['steps']} x {settings['rounds']} | "
             f"{fmt(ours.get('median_seconds_per_step'))} | "
