@@ -6,7 +6,7 @@ import warnings
 import pytest
 import torch
 
-from src.model.causal_lm import load_causal_lm
+from src.model.causal_lm import SelectedLogSoftmax, load_causal_lm
 from src.model.tiny import build_tiny_llama, byte_level_tokenizer
 from src.rollout.hf import HFSampler
 
@@ -218,3 +218,21 @@ def test_checkpointed_layers_read_every_row_whole(tiny_lm):
     logps, _ = lm.log_probs(rollout)
     logps.sum().backward()  # the whole rows go through the checkpointed layers
     assert torch.allclose(logps, ungrouped(lm, rollout)[0], atol=1e-6)
+
+
+def test_selected_log_softmax_has_autograds_values_and_gradients():
+    torch.manual_seed(0)
+    logits = torch.randn(3, 5, 11, dtype=torch.float64, requires_grad=True)
+    logits.data[0, 0, 4] = -float("inf")  # a masked entry gets gradient 0, as in autograd's
+    targets = torch.randint(0, 11, (3, 5))
+    targets[0, 0] = 2
+    logps, log_norm = SelectedLogSoftmax.apply(logits, targets)
+    expected = torch.log_softmax(logits, dim=-1).gather(-1, targets.unsqueeze(-1)).squeeze(-1)
+    assert torch.allclose(logps, expected) and not log_norm.requires_grad
+    weights = torch.randn(3, 5, dtype=torch.float64)
+    (ours,) = torch.autograd.grad((logps * weights).sum(), logits)
+    (theirs,) = torch.autograd.grad((expected * weights).sum(), logits)
+    assert torch.allclose(ours, theirs) and ours[0, 0, 4] == 0
+    finite = torch.randn(2, 3, 7, dtype=torch.float64, requires_grad=True)
+    picks = torch.randint(0, 7, (2, 3))
+    assert torch.autograd.gradcheck(lambda x: SelectedLogSoftmax.apply(x, picks)[0], (finite,))
