@@ -16,9 +16,8 @@ from collections.abc import Callable, Iterator
 import torch
 from torch import Tensor, nn
 
-MIN_PACKED_ELEMENTS = (
-    100_000  # SmolLM2's 192 x 576 key projection gains; the tiny model's 128 x 512 does not
-)
+# SmolLM2's 192 x 576 key projection gains from packing; the tiny model's 128 x 512 does not
+MIN_PACKED_ELEMENTS = 100_000
 MAX_PACKED_ROWS = 256  # beyond this many rows a product amortises its own packing
 
 
