@@ -45,8 +45,8 @@ def packed_linears(
         for module in network.modules():
             if id(module) in skip:
                 continue
-            weight, bias = effective_weight(module)
-            if weight is None or weight.numel() < min_elements:
+            weight, bias = effective_weight(module, min_elements)
+            if weight is None:
                 continue
             skip.update(id(inner) for inner in module.modules())
             restore.append(_route(module, weight, bias, rows))
@@ -56,16 +56,19 @@ def packed_linears(
             undo()
 
 
-def effective_weight(module: nn.Module) -> tuple[Tensor | None, Tensor | None]:
-    """The weight and bias that `module` applies when it is an affine float32 CPU layer we
-    can pack: a plain `nn.Linear`, or a peft LoRA `Linear` over one whose active adapters are
-    all vanilla LoRA (their deltas merged into a new tensor); (None, None) for anything else."""
+def effective_weight(
+    module: nn.Module, min_elements: int = 0
+) -> tuple[Tensor | None, Tensor | None]:
+    """The weight and bias that `module` applies when it is an affine float32 CPU layer of at
+    least `min_elements` weights we can pack: a plain `nn.Linear`, or a peft LoRA `Linear` over
+    one whose active adapters are all vanilla LoRA (their deltas merged into a new tensor,
+    only once the size is known to qualify); (None, None) for anything else."""
     if type(module) is nn.Linear:
-        return (_packable(module.weight), module.bias)
+        return _packable(module.weight, min_elements), module.bias
     base = lora_base(module)
-    if base is None or _packable(base.weight) is None:
+    weight = None if base is None else _packable(base.weight, min_elements)
+    if weight is None:
         return None, None
-    weight = base.weight.detach()
     if module.merged or module.disable_adapters:
         return weight, base.bias  # the base alone is what the layer computes
     adapters = [name for name in module.active_adapters if name in module.lora_A]
@@ -98,10 +101,11 @@ def _vanilla(module: nn.Module, adapter: str) -> bool:
     return not (module.use_dora.get(adapter) or adapter in variants or biases.get(adapter))
 
 
-def _packable(weight: Tensor) -> Tensor | None:
+def _packable(weight: Tensor, min_elements: int) -> Tensor | None:
+    """`weight` detached when MKL can pack it (float32, CPU, a matrix) and it is big enough."""
     if weight.dtype != torch.float32 or weight.device.type != "cpu" or weight.dim() != 2:
         return None
-    return weight.detach()
+    return weight.detach() if weight.numel() >= min_elements else None
 
 
 def _route(module: nn.Module, weight: Tensor, bias: Tensor | None, rows: int) -> Callable[[], None]:
