@@ -316,11 +316,7 @@ def target_log_probs(
     logits = logits.float()
     if temperature != 1.0:
         logits = logits / temperature
-    if torch.is_grad_enabled() and logits.requires_grad:
-        logps, log_norm = SelectedLogSoftmax.apply(logits, targets)
-    else:
-        log_norm = torch.logsumexp(logits, dim=-1)
-        logps = logits.gather(-1, targets.unsqueeze(-1)).squeeze(-1) - log_norm
+    logps, log_norm = SelectedLogSoftmax.apply(logits, targets)
     if not with_entropy:
         return logps, None
     entropy = torch.empty_like(log_norm, requires_grad=False)
