@@ -20,6 +20,7 @@ from torch import Tensor, nn
 from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel
 from transformers.utils import logging as hf_logging
 
+from src.model.lean import lean_layers
 from src.model.network import Scorer, Sequences
 from src.model.offline import resolve_pretrained
 from src.utils.errors import MissingFileError
@@ -35,12 +36,17 @@ class CausalLM(nn.Module):
     rewriter and reader roles."""
 
     def __init__(
-        self, network: PreTrainedModel, tokenizer: Any, max_prompt_length: int | None = None
+        self,
+        network: PreTrainedModel,
+        tokenizer: Any,
+        max_prompt_length: int | None = None,
+        lean_activations: bool = True,
     ):
         super().__init__()
         self.network = network
         self.tokenizer = tokenizer
         self.max_prompt_length = max_prompt_length
+        self.lean_activations = lean_activations
 
     @property
     def uses_lora(self) -> bool:
@@ -109,7 +115,7 @@ class CausalLM(nn.Module):
         if self.uses_lora:
             return AdapterDisabled(self)
         frozen = copy.deepcopy(self.network).eval().requires_grad_(False)
-        return CausalLM(frozen, self.tokenizer, self.max_prompt_length)
+        return CausalLM(frozen, self.tokenizer, self.max_prompt_length, self.lean_activations)
 
     def token_log_probs(
         self,
@@ -124,13 +130,14 @@ class CausalLM(nn.Module):
         Position ids follow the attention mask, as sampling does with left padding, so the
         scores match the ones the samples were drawn from.
         """
-        logits = self.network(
-            input_ids=input_ids,
-            attention_mask=attention_mask,
-            position_ids=position_ids(attention_mask),
-            use_cache=False,
-            **self._keep_logits(num_targets + 1),
-        ).logits
+        with self._lean():
+            logits = self.network(
+                input_ids=input_ids,
+                attention_mask=attention_mask,
+                position_ids=position_ids(attention_mask),
+                use_cache=False,
+                **self._keep_logits(num_targets + 1),
+            ).logits
         logits = logits[:, -num_targets - 1 : -1, :]
         return target_log_probs(logits, input_ids[:, -num_targets:], temperature, with_entropy)
 
@@ -144,7 +151,8 @@ class CausalLM(nn.Module):
         every completion of the group, gradients included (`prompt_groups`)."""
         groups = prompt_groups(sequences.prompt_ids, sequences.prompt_mask)
         if groups is not None and not checkpointed(self.network):
-            return self._grouped_log_probs(sequences, *groups, temperature, with_entropy)
+            with self._lean():
+                return self._grouped_log_probs(sequences, *groups, temperature, with_entropy)
         input_ids = torch.cat([sequences.prompt_ids, sequences.completion_ids], dim=1)
         mask = torch.cat([sequences.prompt_mask, sequences.completion_mask], dim=1)
         return self.token_log_probs(
@@ -209,6 +217,11 @@ class CausalLM(nn.Module):
             **self._keep_logits(ids.size(1)),
         ).logits
         return prompt.logits[owner, -1:, :], logits
+
+    def _lean(self) -> contextlib.AbstractContextManager[int]:
+        """`lean_layers` over the network when `lean_activations` is on; not under activation
+        checkpointing, whose recomputation in backward runs outside the block."""
+        return lean_layers(self.network, self.lean_activations and not checkpointed(self.network))
 
     def _keep_logits(self, count: int) -> dict[str, int]:
         """`logits_to_keep` for a forward that needs only the last `count` positions' logits,
@@ -383,13 +396,15 @@ def load_causal_lm(
     builder: Callable[[str], Any] | None = None,
     offline_fallback: dict[str, Any] | None = None,
     adapter_path: str | None = None,
+    lean_activations: bool = True,
 ) -> CausalLM:
     """Load a causal LM by hub name or local folder, optionally 4-bit and with a LoRA adapter.
 
     `builder`, when given, writes the folder first if it does not exist yet (the tiny model).
     `offline_fallback` names a packaged copy for when the hub is out of reach (see
     `src.model.offline`). `adapter_path` loads a saved LoRA adapter, trainable, instead of
-    starting a fresh one from `lora`.
+    starting a fresh one from `lora`. `lean_activations` runs the gated MLPs and RMSNorms of
+    training forwards through `src.model.lean` (less memory, the same values).
     """
     if builder is not None and not (Path(name_or_path) / "config.json").exists():
         log.info("Building model folder %s", name_or_path)
@@ -453,7 +468,7 @@ def load_causal_lm(
         from peft import LoraConfig, get_peft_model
 
         network = get_peft_model(network, LoraConfig(task_type="CAUSAL_LM", **lora))
-    return CausalLM(network, tokenizer, max_prompt_length)
+    return CausalLM(network, tokenizer, max_prompt_length, lean_activations)
 
 
 def keep_4bit_differentiable_on_cpu(network: nn.Module) -> None:

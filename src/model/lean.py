@@ -1,0 +1,179 @@
+"""Leaner training forwards for the gated MLP and RMSNorm of Llama-family networks: the same
+values, fewer tensors kept for backward.
+
+Autograd keeps what every elementary operation needs for its own backward. A gated MLP,
+`down(silu(gate(x)) * up(x))`, so keeps four tensors of the MLP's width per token: the gate's
+output, its SiLU, the up projection and their product; an RMSNorm keeps its input and its
+normalised output. The functions below keep the gate and the up projection (and the norm's
+input with one number per token) and recompute the rest in backward, which costs a few
+elementwise operations. On the tiny model's benchmark batch (64 completions of 64 tokens)
+the tensors kept for backward go from 245 to about 160 MB.
+
+Inside `lean_layers` the MLP and norm modules of the known classes (`LEAN_MLPS`,
+`LEAN_NORMS`) run these functions while gradients are on; under `torch.no_grad` (sampling,
+reference scores) they run as they are. Their forward values are the modules' own, bit for
+bit; gradients agree up to float rounding.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+# classes whose forward is exactly down_proj(act_fn(gate_proj(x)) * up_proj(x))
+LEAN_MLPS = frozenset({"LlamaMLP", "MistralMLP", "Qwen2MLP", "Qwen3MLP"})
+# classes whose forward is weight * (x * rsqrt(mean(x^2) + eps)), computed in float32
+LEAN_NORMS = frozenset({"LlamaRMSNorm", "MistralRMSNorm", "Qwen2RMSNorm", "Qwen3RMSNorm"})
+
+
+class SiluGate(torch.autograd.Function):
+    """silu(gate) * up, keeping only `gate` and `up` for backward."""
+
+    @staticmethod
+    def forward(ctx: Any, gate: Tensor, up: Tensor) -> Tensor:
+        ctx.save_for_backward(gate, up)
+        return F.silu(gate) * up
+
+    @staticmethod
+    def backward(ctx: Any, grad: Tensor) -> tuple[Tensor | None, Tensor | None]:
+        gate, up = ctx.saved_tensors
+        return _silu_gate_grads(ctx, grad.clone(), F.silu(gate), gate, up)
+
+
+class SiluGateDown(torch.autograd.Function):
+    """F.linear(silu(gate) * up, weight, bias), keeping `gate`, `up` and the weight: the
+    product, which the weight's gradient reads, is made again in backward."""
+
+    @staticmethod
+    def forward(ctx: Any, gate: Tensor, up: Tensor, weight: Tensor, bias: Tensor | None) -> Tensor:
+        ctx.save_for_backward(gate, up, weight)
+        ctx.has_bias = bias is not None
+        return F.linear(F.silu(gate) * up, weight, bias)
+
+    @staticmethod
+    def backward(ctx: Any, grad: Tensor) -> tuple[Tensor | None, ...]:
+        gate, up, weight = ctx.saved_tensors
+        silu = F.silu(gate)
+        grad_weight = grad_bias = None
+        flat_grad = grad.reshape(-1, grad.size(-1))
+        if ctx.needs_input_grad[2]:
+            hidden = (silu * up).reshape(-1, up.size(-1))
+            grad_weight = flat_grad.t().mm(hidden)
+            del hidden
+        if ctx.has_bias and ctx.needs_input_grad[3]:
+            grad_bias = flat_grad.sum(0)
+        grad_gate, grad_up = _silu_gate_grads(ctx, grad.matmul(weight), silu, gate, up)
+        return grad_gate, grad_up, grad_weight, grad_bias
+
+
+def _silu_gate_grads(
+    ctx: Any, grad: Tensor, silu: Tensor, gate: Tensor, up: Tensor
+) -> tuple[Tensor | None, Tensor | None]:
+    """Gradients of silu(gate) * up with respect to gate and up, where asked, by the formulas
+    of autograd's own mul and silu backward. `grad` and `silu` (= silu(gate)) are this
+    function's to overwrite: they become the results, so backward makes one new tensor of
+    the MLP's width beyond them."""
+    grad_up = silu.mul_(grad) if ctx.needs_input_grad[1] else None
+    grad_gate = None
+    if ctx.needs_input_grad[0]:
+        grad_gate = torch.ops.aten.silu_backward(grad.mul_(up), gate)
+    return grad_gate, grad_up
+
+
+class RMSNormFunction(torch.autograd.Function):
+    """weight * (x * rsqrt(mean(x^2) + eps)) in float32 (float64 stays float64), cast back to
+    x's dtype before the weight, keeping x and the reciprocal root (one number per row) for
+    backward."""
+
+    @staticmethod
+    def forward(ctx: Any, x: Tensor, weight: Tensor, eps: float) -> Tensor:
+        wide = x.to(_wide(x))
+        rstd = torch.rsqrt(wide.pow(2).mean(-1, keepdim=True) + eps)
+        ctx.save_for_backward(x, rstd, weight)
+        return weight * (wide * rstd).to(x.dtype)
+
+    @staticmethod
+    def backward(ctx: Any, grad: Tensor) -> tuple[Tensor | None, Tensor | None, None]:
+        x, rstd, weight = ctx.saved_tensors
+        normed = x.to(_wide(x)) * rstd
+        grad_weight = None
+        if ctx.needs_input_grad[1]:
+            per_row = grad * normed.to(x.dtype)
+            grad_weight = per_row.reshape(-1, per_row.size(-1)).sum(0).to(weight.dtype)
+            del per_row
+        grad_x = None
+        if ctx.needs_input_grad[0]:
+            grad_normed = (grad * weight).to(_wide(x))
+            mean = (grad_normed * normed).mean(-1, keepdim=True)
+            grad_x = grad_normed.sub_(normed.mul_(mean)).mul_(rstd).to(x.dtype)
+        return grad_x, grad_weight, None
+
+
+def _wide(x: Tensor) -> torch.dtype:
+    """The dtype an RMSNorm computes in: float32, or float64 for float64 input."""
+    return torch.promote_types(x.dtype, torch.float32)
+
+
+def lean_mlp_forward(module: nn.Module, x: Tensor) -> Tensor:
+    """A `LEAN_MLPS` module's forward through `SiluGate`, or `SiluGateDown` where the down
+    projection is a plain `nn.Linear` (not an adapter or a quantised layer)."""
+    gate, up = module.gate_proj(x), module.up_proj(x)
+    down = module.down_proj
+    if type(down) is nn.Linear:
+        return SiluGateDown.apply(gate, up, down.weight, down.bias)
+    return down(SiluGate.apply(gate, up))
+
+
+def lean_norm_forward(module: nn.Module, x: Tensor) -> Tensor:
+    """A `LEAN_NORMS` module's forward through `RMSNormFunction`."""
+    return RMSNormFunction.apply(x, module.weight, module.variance_epsilon)
+
+
+def _lean_forward(module: nn.Module) -> Any:
+    """The lean forward for `module`, or None when its class is not known to match."""
+    name = type(module).__name__
+    if name in LEAN_MLPS and type(getattr(module, "act_fn", None)).__name__ in (
+        "SiLU",
+        "SiLUActivation",
+    ):
+        return lean_mlp_forward
+    if name in LEAN_NORMS and hasattr(module, "variance_epsilon"):
+        return lean_norm_forward
+    return None
+
+
+@contextlib.contextmanager
+def lean_layers(network: nn.Module, enabled: bool = True) -> Iterator[int]:
+    """Within the block, the network's known gated MLPs and RMSNorms keep fewer tensors for
+    backward whenever gradients are on. Yields how many modules were switched; the modules
+    are restored on exit. Does nothing when `enabled` is false."""
+    switched: list[nn.Module] = []
+    try:
+        if enabled:
+            for module in network.modules():
+                lean = _lean_forward(module)
+                if lean is None or "forward" in module.__dict__:
+                    continue  # another instance-level forward (e.g. packed) stays in charge
+                module.forward = _when_grad(module, lean)
+                switched.append(module)
+        yield len(switched)
+    finally:
+        for module in switched:
+            del module.forward
+
+
+def _when_grad(module: nn.Module, lean: Any) -> Any:
+    """A forward that runs `lean` while gradients are on and the class's own otherwise."""
+    own = type(module).forward
+
+    def forward(*args: Any, **kwargs: Any) -> Tensor:
+        if torch.is_grad_enabled() and len(args) == 1 and not kwargs:
+            return lean(module, args[0])
+        return own(module, *args, **kwargs)
+
+    return forward
