@@ -22,6 +22,7 @@ from transformers import (
 )
 
 from src.model.causal_lm import position_ids
+from src.model.llama_steps import LlamaSteps
 
 
 @dataclass(frozen=True)
@@ -72,11 +73,14 @@ def decode(
     pad_token_id: int,
     sampling: Sampling,
     keeps_few_logits: bool = True,
+    steps: LlamaSteps | None = None,
 ) -> Tensor:
     """New tokens [B * group_size, <= max_new_tokens] for the B left-padded prompts, rows
     i*G .. i*G+G-1 continuing prompt i; pad after each row's first EOS. Stops when every row
     has ended. The network runs as given (the caller sets eval mode); `keeps_few_logits` says
-    whether its forward takes `logits_to_keep` (the prompt's other positions need no logits)."""
+    whether its forward takes `logits_to_keep` (the prompt's other positions need no logits).
+    With `steps` (built for B * group_size rows) the new tokens go through them instead of
+    the network's modules; the prompt always runs through the modules."""
     device = prompt_ids.device
     eos = torch.as_tensor(eos_token_ids, device=device)
     processors = sampling.processors()
@@ -88,10 +92,15 @@ def decode(
         **({"logits_to_keep": 1} if keeps_few_logits else {}),
     )
     cache = out.past_key_values
-    cache.batch_repeat_interleave(group_size)
-    reserve(cache, max_new_tokens)
-    logits = out.logits[:, -1, :].float().repeat_interleave(group_size, dim=0)
     mask = prompt_mask.repeat_interleave(group_size, dim=0)
+    if steps is not None:
+        steps.adopt(cache, group_size, mask, max_new_tokens)
+        cache = None  # the steps hold their own copy
+    else:
+        cache.batch_repeat_interleave(group_size)
+        reserve(cache, max_new_tokens)
+    logits = out.logits[:, -1, :].float().repeat_interleave(group_size, dim=0)
+    del out
     seen = prompt_ids.repeat_interleave(group_size, dim=0)  # what repetition penalty reads
     position = mask.sum(dim=1, keepdim=True)  # the next token's position id
     rows = mask.size(0)
@@ -110,16 +119,19 @@ def decode(
             break
         if processors:
             seen = torch.cat([seen, chosen.unsqueeze(1)], dim=1)
-        mask = torch.cat([mask, ones], dim=1)
-        out = network(
-            input_ids=chosen.unsqueeze(1),
-            attention_mask=mask,
-            position_ids=position,
-            past_key_values=cache,
-            use_cache=True,
-        )
+        if steps is not None:
+            logits = steps.step(chosen, position)
+        else:
+            mask = torch.cat([mask, ones], dim=1)
+            out = network(
+                input_ids=chosen.unsqueeze(1),
+                attention_mask=mask,
+                position_ids=position,
+                past_key_values=cache,
+                use_cache=True,
+            )
+            logits = out.logits[:, -1, :].float()
         position = position + 1
-        logits = out.logits[:, -1, :].float()
     return torch.stack(tokens, dim=1)
 
 

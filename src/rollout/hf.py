@@ -7,6 +7,7 @@ import contextlib
 import torch
 
 from src.model.causal_lm import CausalLM
+from src.model.llama_steps import LlamaSteps
 from src.model.packed import packed_linears
 from src.rollout.decode import Sampling, decode
 from src.rollout.rollout import Rollout, completion_mask
@@ -15,9 +16,11 @@ from src.rollout.sampler import check_sampling
 
 class HFSampler:
     """A `Sampler` for transformers causal LMs: G completions per prompt from one read of the
-    prompt (`src.rollout.decode`), left-padded, cut at the first EOS. With `packed_weights`
-    a float32 network on the CPU decodes with prepacked weights, LoRA merged in
-    (`src.model.packed`); the log-probs of training always come from the modules as they are."""
+    prompt (`src.rollout.decode`), left-padded, cut at the first EOS. With `fused_steps` a
+    float32 Llama-family network on the CPU decodes its new tokens through fused weights,
+    LoRA merged in (`src.model.llama_steps`); with `packed_weights` other float32 networks
+    on the CPU decode with prepacked weights (`src.model.packed`), and the fused weights are
+    packed too. The log-probs of training always come from the modules as they are."""
 
     def __init__(
         self,
@@ -28,6 +31,7 @@ class HFSampler:
         repetition_penalty: float = 1.0,
         min_completion_length: int = 0,
         packed_weights: bool = True,
+        fused_steps: bool = True,
     ) -> None:
         check_sampling(max_completion_length, temperature, min_completion_length)
         self.max_completion_length = max_completion_length
@@ -37,6 +41,7 @@ class HFSampler:
         self.top_k = top_k
         self.repetition_penalty = repetition_penalty
         self.packed_weights = packed_weights  # CPU float32: decode with packed, merged weights
+        self.fused_steps = fused_steps  # CPU float32 Llama family: our own decoding step
 
     def sync(self, lm: CausalLM) -> None:
         """Nothing to do: sampling runs the trained network itself."""
@@ -62,10 +67,15 @@ class HFSampler:
         was_training = lm.network.training
         lm.network.eval()
         rows = len(prompts) * group_size
-        packing = (
-            packed_linears(lm.network, rows) if self.packed_weights else contextlib.nullcontext()
-        )
         try:
+            steps = (
+                LlamaSteps.of(lm.network, rows, self.packed_weights) if self.fused_steps else None
+            )
+            packing = (
+                packed_linears(lm.network, rows)
+                if self.packed_weights and steps is None
+                else contextlib.nullcontext()
+            )
             with packing:
                 completion_ids = decode(
                     lm.network,
@@ -77,6 +87,7 @@ class HFSampler:
                     tokenizer.pad_token_id,
                     sampling,
                     lm.keeps_few_logits,
+                    steps,
                 )
         finally:
             lm.network.train(was_training)

@@ -94,10 +94,15 @@ def test_a_failure_inside_the_block_restores_the_modules():
 def test_sampler_setting_turns_packing_off(tiny_lm, monkeypatch):
     calls = []
     monkeypatch.setattr("src.rollout.hf.packed_linears", lambda *a: calls.append(a) or _none())
-    HFSampler(max_completion_length=2, packed_weights=False).sample(tiny_lm, ["Hi"], 2)
+    HFSampler(max_completion_length=2, packed_weights=False, fused_steps=False).sample(
+        tiny_lm, ["Hi"], 2
+    )
     assert calls == []
-    HFSampler(max_completion_length=2).sample(tiny_lm, ["Hi", "Ho"], 2)
+    HFSampler(max_completion_length=2, fused_steps=False).sample(tiny_lm, ["Hi", "Ho"], 2)
     assert [rows for _, rows in calls] == [4]
+    # the tiny Llama's own decoding steps replace the packed modules
+    HFSampler(max_completion_length=2).sample(tiny_lm, ["Hi", "Ho"], 2)
+    assert len(calls) == 1
 
 
 def _none():

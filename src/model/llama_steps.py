@@ -1,0 +1,231 @@
+"""Decoding steps of Llama-family networks without the transformers module stack: one new
+token per row, through fused weights and a key/value cache of our own.
+
+A decoding step reads one token per row, so on the CPU its cost is mostly per-operation
+overhead: the module stack runs about 60 operations per layer (separate query, key and value
+products, rotary embeddings from position ids, cache bookkeeping, mask building) for a few
+rows. `LlamaSteps` runs the same arithmetic in about 25: the query, key and value weights are
+one matrix, the gate and up weights another, the rotary tables are computed once, and keys
+and values are written in place into a cache sized for the whole decoding. LoRA adapters
+are merged into the fused weights (vanilla LoRA only, as in `src.model.packed`), and on the
+CPU the fused weights are packed for MKL once per decoding.
+
+It serves float32 networks of the classes in `STEPPED_CLASSES` with the plain rotary
+embedding, in eval mode; `LlamaSteps.of` returns None for anything else, which then decodes
+through its modules. The prompt itself always runs through the modules (`adopt` takes its
+cache). Logits agree with the modules' to float rounding (`tests/model/test_llama_steps.py`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from src.model.packed import MIN_PACKED_ELEMENTS, can_pack, effective_weight
+
+# causal LM classes whose decoder layers are pre-norm RMSNorm, rotary attention and a SiLU
+# gated MLP, with biases (if any) only on the linear layers
+STEPPED_CLASSES = frozenset({"LlamaForCausalLM", "Qwen2ForCausalLM"})
+NORM_CLASSES = frozenset({"LlamaRMSNorm", "Qwen2RMSNorm"})
+
+Product = Callable[[Tensor], Tensor]
+
+
+@dataclass
+class _Layer:
+    norm_in: Tensor  # input RMSNorm weight
+    qkv: Product  # hidden -> queries, keys, values
+    out: Product  # attention output -> hidden
+    norm_post: Tensor  # post-attention RMSNorm weight
+    gate_up: Product  # hidden -> gate, up
+    down: Product  # MLP width -> hidden
+
+
+class LlamaSteps:
+    """One decoding step of `rows` rows at a time for a supported network (`of`): `adopt` the
+    prompt's cache, then `step` once per new token."""
+
+    def __init__(self, network: nn.Module, layers: list[_Layer], rows: int, pack: bool):
+        config = network.config
+        self.rows = rows
+        self.heads = config.num_attention_heads
+        self.kv_heads = config.num_key_value_heads or self.heads
+        self.head_dim = getattr(config, "head_dim", None) or config.hidden_size // self.heads
+        self.eps = config.rms_norm_eps
+        self.layers = layers
+        inner = network.model
+        self.embed = inner.embed_tokens.weight.detach()
+        self.norm_final = inner.norm.weight.detach()
+        lm_head, lm_bias = effective_weight(network.lm_head)
+        self.lm_head = _product(lm_head, lm_bias, rows, pack)
+        rotary = inner.rotary_emb
+        self.inv_freq = rotary.inv_freq.detach().float()
+        self.rotary_scale = float(getattr(rotary, "attention_scaling", 1.0))
+        self.scaling = inner.layers[0].self_attn.scaling
+        self.keys: list[Tensor] = []
+        self.values: list[Tensor] = []
+        self.mask = torch.empty(0, dtype=torch.bool)
+        self.filled = 0
+
+    @classmethod
+    def of(cls, network: nn.Module, rows: int, pack: bool = True) -> LlamaSteps | None:
+        """Steps for `network` (a causal LM, or a peft model over one) at `rows` rows, its
+        large products packed for MKL when `pack` (and worth it), or None
+        when it is not a float32 eval-mode network of `STEPPED_CLASSES` with plain rotary
+        embeddings, plain RMSNorms, SiLU MLPs, and linear layers that are `nn.Linear` or
+        vanilla LoRA over one."""
+        base = network.get_base_model() if hasattr(network, "get_base_model") else network
+        if network.training or type(base).__name__ not in STEPPED_CLASSES:
+            return None
+        config = base.config
+        rope = getattr(config, "rope_parameters", None) or {}
+        if rope.get("rope_type", "default") != "default" or config.hidden_act != "silu":
+            return None
+        if getattr(config, "use_sliding_window", False) or any(
+            kind != "full_attention" for kind in getattr(config, "layer_types", None) or []
+        ):
+            return None
+        inner = base.model
+        if type(inner.embed_tokens) is not nn.Embedding or type(inner.norm).__name__ not in (
+            NORM_CLASSES
+        ):
+            return None
+        if inner.embed_tokens.weight.dtype != torch.float32:
+            return None
+        layers = []
+        for layer in inner.layers:
+            built = _layer(layer, rows, pack)
+            if built is None:
+                return None
+            layers.append(built)
+        if effective_weight(base.lm_head)[0] is None:
+            return None
+        return cls(base, layers, rows, pack)
+
+    def adopt(self, cache: object, group_size: int, mask: Tensor, new_tokens: int) -> None:
+        """Take the prompt's key/value cache (a transformers cache of the distinct prompts,
+        each `group_size` times continued) and its left-padded mask [rows, P], with room for
+        `new_tokens` more positions."""
+        filled = mask.size(1)
+        width = filled + new_tokens
+        self.keys, self.values = [], []
+        for layer in cache.layers:
+            for source, target in ((layer.keys, self.keys), (layer.values, self.values)):
+                room = source.new_empty(self.rows, source.size(1), width, source.size(3))
+                room[:, :, :filled] = source.repeat_interleave(group_size, dim=0)
+                target.append(room)
+        self.mask = torch.ones(self.rows, 1, 1, width, dtype=torch.bool, device=mask.device)
+        self.mask[:, 0, 0, :filled] = mask.bool()
+        self.filled = filled
+
+    def step(self, tokens: Tensor, positions: Tensor) -> Tensor:
+        """Float32 logits [rows, V] after `tokens` [rows] at `positions` [rows, 1]."""
+        rows, heads, kv_heads, dim = self.rows, self.heads, self.kv_heads, self.head_dim
+        at = self.filled
+        self.filled += 1
+        mask = self.mask[..., : at + 1]
+        cos, sin = self._rotary(positions)
+        hidden = F.embedding(tokens, self.embed)
+        rotated_width = (heads + kv_heads) * dim
+        for index, layer in enumerate(self.layers):
+            qkv = layer.qkv(F.rms_norm(hidden, hidden.shape[-1:], layer.norm_in, self.eps))
+            # queries and keys are rotated together, then split
+            rotated = _rotate(qkv[:, :rotated_width].view(rows, heads + kv_heads, dim), cos, sin)
+            query = rotated[:, :heads]
+            keys, values = self.keys[index], self.values[index]
+            keys[:, :, at] = rotated[:, heads:]
+            values[:, :, at] = qkv[:, rotated_width:].view(rows, kv_heads, dim)
+            # the query heads of one key/value head read it as that many query positions
+            attended = F.scaled_dot_product_attention(
+                query.view(rows, kv_heads, heads // kv_heads, dim),
+                keys[:, :, : at + 1],
+                values[:, :, : at + 1],
+                attn_mask=mask,
+                scale=self.scaling,
+            )
+            hidden = hidden + layer.out(attended.reshape(rows, heads * dim))
+            normed = F.rms_norm(hidden, hidden.shape[-1:], layer.norm_post, self.eps)
+            gate, up = layer.gate_up(normed).chunk(2, dim=1)
+            hidden = hidden + layer.down(F.silu(gate) * up)
+        normed = F.rms_norm(hidden, hidden.shape[-1:], self.norm_final, self.eps)
+        return self.lm_head(normed).float()
+
+    def _rotary(self, positions: Tensor) -> tuple[Tensor, Tensor]:
+        """cos and sin [rows, 1, head_dim] at `positions`, as the network's rotary module
+        computes them."""
+        freqs = positions.float() * self.inv_freq
+        angles = torch.cat([freqs, freqs], dim=-1).unsqueeze(1)
+        if self.rotary_scale == 1.0:
+            return angles.cos(), angles.sin()
+        return angles.cos() * self.rotary_scale, angles.sin() * self.rotary_scale
+
+
+def _layer(layer: nn.Module, rows: int, pack: bool) -> _Layer | None:
+    """A decoder layer's fused products and norm weights, or None when a part is not one we
+    step through."""
+    attention, mlp = layer.self_attn, layer.mlp
+    if not all(
+        type(norm).__name__ in NORM_CLASSES
+        for norm in (layer.input_layernorm, layer.post_attention_layernorm)
+    ):
+        return None
+    if type(getattr(mlp, "act_fn", None)).__name__ not in ("SiLU", "SiLUActivation"):
+        return None
+    qkv = _fused([attention.q_proj, attention.k_proj, attention.v_proj], rows, pack)
+    gate_up = _fused([mlp.gate_proj, mlp.up_proj], rows, pack)
+    out = _fused([attention.o_proj], rows, pack)
+    down = _fused([mlp.down_proj], rows, pack)
+    if qkv is None or gate_up is None or out is None or down is None:
+        return None
+    return _Layer(
+        norm_in=layer.input_layernorm.weight.detach(),
+        qkv=qkv,
+        out=out,
+        norm_post=layer.post_attention_layernorm.weight.detach(),
+        gate_up=gate_up,
+        down=down,
+    )
+
+
+def _fused(modules: list[nn.Module], rows: int, pack: bool) -> Product | None:
+    """One product for several linear layers of the same input, their outputs side by side,
+    or None when one of them is not a layer `effective_weight` reads."""
+    weights, biases = [], []
+    for module in modules:
+        weight, bias = effective_weight(module)
+        if weight is None:
+            return None
+        weights.append(weight)
+        biases.append(bias)
+    weight = weights[0] if len(weights) == 1 else torch.cat(weights, dim=0)
+    if all(bias is None for bias in biases):
+        bias = None
+    else:
+        bias = torch.cat(
+            [
+                b.detach() if b is not None else w.new_zeros(w.size(0))
+                for w, b in zip(weights, biases, strict=True)
+            ]
+        )
+    return _product(weight, bias, rows, pack)
+
+
+def _product(weight: Tensor, bias: Tensor | None, rows: int, pack: bool) -> Product:
+    """x -> x @ weight.T + bias, through a copy packed for MKL when `rows` rows and the
+    weight's size make it worth it (`src.model.packed`)."""
+    bias = None if bias is None else bias.detach()
+    if pack and can_pack(rows) and weight.numel() >= MIN_PACKED_ELEMENTS:
+        packed = torch.ops.mkl._mkl_reorder_linear_weight(weight, rows)
+        return lambda x: torch.ops.mkl._mkl_linear(x, packed, weight, bias, rows)
+    return lambda x: F.linear(x, weight, bias)
+
+
+def _rotate(x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
+    """Rotary embedding of x [rows, heads, dim] (the two halves rotated as one complex
+    number each)."""
+    first, second = x.chunk(2, dim=-1)
+    return x * cos + torch.cat([-second, first], dim=-1) * sin

@@ -1,0 +1,155 @@
+"""Our own decoding step for Llama-family networks: the modules' logits to float rounding, for
+plain, grouped-query, LoRA and biased networks; and the modules' path for what it does not
+serve."""
+
+import pytest
+import torch
+from peft import LoraConfig, get_peft_model
+from transformers import LlamaConfig, LlamaForCausalLM, Qwen2Config, Qwen2ForCausalLM
+
+from src.model.causal_lm import position_ids
+from src.model.llama_steps import LlamaSteps
+from src.rollout.decode import Sampling, decode
+from src.rollout.hf import HFSampler
+
+SMALL = {
+    "vocab_size": 61,
+    "hidden_size": 64,
+    "intermediate_size": 96,
+    "num_hidden_layers": 2,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 2,  # two query heads per key/value head
+    "max_position_embeddings": 64,
+    "pad_token_id": 0,
+}
+
+
+def small_llama(**overrides):
+    torch.manual_seed(0)
+    return LlamaForCausalLM(LlamaConfig(**{**SMALL, **overrides})).eval()
+
+
+def with_lora(network, **lora):
+    """`network` under a LoRA adapter on every linear layer, its B matrices non-zero."""
+    config = LoraConfig(r=4, lora_alpha=8, target_modules="all-linear", **lora)
+    network = get_peft_model(network, config)
+    torch.manual_seed(1)
+    for name, parameter in network.named_parameters():
+        if "lora_B" in name:
+            parameter.data.normal_(0.0, 0.05)
+    return network.eval()
+
+
+def step_logits(network, prompt_ids, prompt_mask, group_size, tokens):
+    """Log-softmax of each new position's logits [rows, T, V] through `LlamaSteps`, the tokens
+    [rows, T] fed one at a time after the prompts' own forward."""
+    rows = prompt_ids.size(0) * group_size
+    steps = LlamaSteps.of(network, rows)
+    assert steps is not None
+    with torch.no_grad():
+        out = network(
+            input_ids=prompt_ids,
+            attention_mask=prompt_mask,
+            position_ids=position_ids(prompt_mask),
+            use_cache=True,
+        )
+        mask = prompt_mask.repeat_interleave(group_size, dim=0)
+        steps.adopt(out.past_key_values, group_size, mask, tokens.size(1))
+        position = mask.sum(dim=1, keepdim=True)
+        found = [steps.step(tokens[:, t], position + t) for t in range(tokens.size(1))]
+    return torch.log_softmax(torch.stack(found, dim=1), dim=-1)
+
+
+def module_logits(network, prompt_ids, prompt_mask, group_size, tokens):
+    """The same as `step_logits`, from one forward of the modules over the whole rows."""
+    ids = torch.cat([prompt_ids.repeat_interleave(group_size, dim=0), tokens], dim=1)
+    mask = torch.cat(
+        [prompt_mask.repeat_interleave(group_size, dim=0), torch.ones_like(tokens)], dim=1
+    )
+    with torch.no_grad():
+        logits = network(input_ids=ids, attention_mask=mask, position_ids=position_ids(mask))
+    return torch.log_softmax(logits.logits[:, prompt_ids.size(1) :].float(), dim=-1)
+
+
+def prompts(vocab):
+    """Two prompts, the second left-padded by two positions."""
+    torch.manual_seed(2)
+    ids = torch.randint(1, vocab, (2, 6))
+    mask = torch.ones_like(ids)
+    ids[1, :2], mask[1, :2] = 0, 0
+    return ids, mask
+
+
+@pytest.mark.parametrize(
+    "build",
+    [
+        lambda: small_llama(),
+        lambda: small_llama(num_key_value_heads=4),
+        lambda: with_lora(small_llama()),
+        lambda: small_llama(attention_bias=True, mlp_bias=True),
+        lambda: Qwen2ForCausalLM(Qwen2Config(**SMALL)).eval(),  # biased query/key/value
+    ],
+    ids=["gqa", "mha", "lora", "biases", "qwen2"],
+)
+def test_steps_give_the_modules_log_probs(build):
+    network = build()
+    ids, mask = prompts(SMALL["vocab_size"])
+    tokens = torch.randint(1, SMALL["vocab_size"], (6, 5))  # 3 completions per prompt
+    ours = step_logits(network, ids, mask, 3, tokens)
+    theirs = module_logits(network, ids, mask, 3, tokens)
+    # the logits of step t predict token t + 1; the modules' do the same at position P + t
+    assert (ours - theirs).abs().max() < 1e-5
+
+
+def test_tiny_model_decodes_the_same_tokens_either_way(tiny_lm):
+    batch = tiny_lm.encode_prompts(["What is 12 + 30?\nAnswer:", "Hi"])
+    network = tiny_lm.network.eval()
+    try:
+        runs = []
+        for steps in (None, LlamaSteps.of(network, 6)):
+            torch.manual_seed(3)
+            runs.append(
+                decode(
+                    network,
+                    batch["input_ids"],
+                    batch["attention_mask"],
+                    3,
+                    10,
+                    tiny_lm.eos_token_ids,
+                    tiny_lm.tokenizer.pad_token_id,
+                    Sampling(min_new_tokens=10),
+                    tiny_lm.keeps_few_logits,
+                    steps,
+                )
+            )
+    finally:
+        network.train()
+    assert runs[0].shape == (6, 10)
+    assert torch.equal(runs[0], runs[1])
+
+
+@pytest.mark.parametrize(
+    "build",
+    [
+        lambda: small_llama().train(),
+        lambda: small_llama().to(torch.bfloat16),
+        lambda: with_lora(small_llama(), use_dora=True),
+        lambda: small_llama(rope_parameters={"rope_type": "linear", "factor": 2.0}),
+        lambda: small_llama(hidden_act="gelu"),
+    ],
+    ids=["training", "bfloat16", "dora", "scaled-rope", "gelu"],
+)
+def test_what_the_steps_do_not_serve_goes_through_the_modules(build):
+    assert LlamaSteps.of(build(), rows=4) is None
+
+
+def test_sampler_setting_turns_the_steps_off(tiny_lm, monkeypatch):
+    built = []
+    original = LlamaSteps.of
+    monkeypatch.setattr(
+        "src.rollout.hf.LlamaSteps.of", lambda *a: built.append(original(*a)) or built[-1]
+    )
+    HFSampler(max_completion_length=2, fused_steps=False).sample(tiny_lm, ["Hi"], 2)
+    assert built == []
+    HFSampler(max_completion_length=2).sample(tiny_lm, ["Hi", "Ho"], 2)
+    assert len(built) == 1 and built[0].rows == 4
