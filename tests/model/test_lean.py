@@ -1,10 +1,21 @@
 """Lean training forwards: the modules' values and gradients, fewer tensors kept for backward,
 and the modules as they were outside the block."""
 
+import importlib
+import inspect
+
 import pytest
 import torch
+from hydra.utils import instantiate
 
-from src.model.lean import RMSNormFunction, SiluGate, SiluGateDown, lean_layers
+from src.model.lean import (
+    LEAN_MLPS,
+    LEAN_NORMS,
+    RMSNormFunction,
+    SiluGate,
+    SiluGateDown,
+    lean_layers,
+)
 from src.rollout.rollout import Rollout
 
 
@@ -86,4 +97,26 @@ def test_the_block_switches_known_modules_and_restores_them(tiny_lm):
 def test_checkpointed_networks_are_left_as_they_are(tiny_lm, monkeypatch):
     monkeypatch.setattr("src.model.causal_lm.checkpointed", lambda network: True)
     with tiny_lm._lean() as switched:
+        assert switched == 0
+
+
+def test_the_known_classes_still_compute_what_the_functions_do():
+    """The lean forwards stand in for these classes' own: their code must stay the Llama
+    one (a transformers release that changes it would otherwise be silently replaced)."""
+
+    def body(name):
+        family = name.removesuffix("MLP").removesuffix("RMSNorm").lower()
+        module = importlib.import_module(f"transformers.models.{family}.modeling_{family}")
+        return inspect.getsource(getattr(module, name).forward).split("\n", 1)[1]
+
+    assert {body(name) for name in LEAN_MLPS} == {body("LlamaMLP")}
+    assert {body(name) for name in LEAN_NORMS} == {body("LlamaRMSNorm")}
+    assert "self.act_fn(self.gate_proj(x)) * self.up_proj(x)" in body("LlamaMLP")
+    assert "torch.rsqrt(variance + self.variance_epsilon)" in body("LlamaRMSNorm")
+
+
+def test_config_key_turns_it_off(make_cfg):
+    assert instantiate(make_cfg().model).lean_activations is True
+    lm = instantiate(make_cfg("model.lean_activations=false").model)
+    with lm._lean() as switched:
         assert switched == 0
