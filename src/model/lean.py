@@ -29,6 +29,8 @@ from torch import Tensor, nn
 LEAN_MLPS = frozenset({"LlamaMLP", "MistralMLP", "Qwen2MLP", "Qwen3MLP"})
 # classes whose forward is weight * (x * rsqrt(mean(x^2) + eps)), computed in float32
 LEAN_NORMS = frozenset({"LlamaRMSNorm", "MistralRMSNorm", "Qwen2RMSNorm", "Qwen3RMSNorm"})
+# activation classes that are SiLU (transformers' own, and torch's)
+SILU_CLASSES = frozenset({"SiLU", "SiLUActivation"})
 
 
 class SiluGate(torch.autograd.Function):
@@ -137,10 +139,7 @@ def lean_norm_forward(module: nn.Module, x: Tensor) -> Tensor:
 def _lean_forward(module: nn.Module) -> Any:
     """The lean forward for `module`, or None when its class is not known to match."""
     name = type(module).__name__
-    if name in LEAN_MLPS and type(getattr(module, "act_fn", None)).__name__ in (
-        "SiLU",
-        "SiLUActivation",
-    ):
+    if name in LEAN_MLPS and type(getattr(module, "act_fn", None)).__name__ in SILU_CLASSES:
         return lean_mlp_forward
     if name in LEAN_NORMS and hasattr(module, "variance_epsilon"):
         return lean_norm_forward

@@ -25,12 +25,12 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from src.model.packed import MIN_PACKED_ELEMENTS, can_pack, effective_weight
+from src.model.lean import LEAN_NORMS, SILU_CLASSES
+from src.model.packed import MIN_PACKED_ELEMENTS, can_pack, effective_weight, packed_product
 
 # causal LM classes whose decoder layers are pre-norm RMSNorm, rotary attention and a SiLU
 # gated MLP, with biases (if any) only on the linear layers
 STEPPED_CLASSES = frozenset({"LlamaForCausalLM", "Qwen2ForCausalLM"})
-NORM_CLASSES = frozenset({"LlamaRMSNorm", "Qwen2RMSNorm"})
 
 Product = Callable[[Tensor], Tensor]
 
@@ -49,7 +49,7 @@ class LlamaSteps:
     """One decoding step of `rows` rows at a time for a supported network (`of`): `adopt` the
     prompt's cache, then `step` once per new token."""
 
-    def __init__(self, network: nn.Module, layers: list[_Layer], rows: int, pack: bool):
+    def __init__(self, network: nn.Module, layers: list[_Layer], lm_head: Product, rows: int):
         config = network.config
         self.rows = rows
         self.heads = config.num_attention_heads
@@ -60,8 +60,7 @@ class LlamaSteps:
         inner = network.model
         self.embed = inner.embed_tokens.weight.detach()
         self.norm_final = inner.norm.weight.detach()
-        lm_head, lm_bias = effective_weight(network.lm_head)
-        self.lm_head = _product(lm_head, lm_bias, rows, pack)
+        self.lm_head = lm_head
         rotary = inner.rotary_emb
         self.inv_freq = rotary.inv_freq.detach().float()
         self.rotary_scale = float(getattr(rotary, "attention_scaling", 1.0))
@@ -91,7 +90,7 @@ class LlamaSteps:
             return None
         inner = base.model
         if type(inner.embed_tokens) is not nn.Embedding or type(inner.norm).__name__ not in (
-            NORM_CLASSES
+            LEAN_NORMS
         ):
             return None
         if inner.embed_tokens.weight.dtype != torch.float32:
@@ -102,9 +101,10 @@ class LlamaSteps:
             if built is None:
                 return None
             layers.append(built)
-        if effective_weight(base.lm_head)[0] is None:
+        lm_head = _fused([base.lm_head], rows, pack)
+        if lm_head is None:
             return None
-        return cls(base, layers, rows, pack)
+        return cls(base, layers, lm_head, rows)
 
     def adopt(self, cache: object, group_size: int, mask: Tensor, new_tokens: int) -> None:
         """Take the prompt's key/value cache (a transformers cache of the distinct prompts,
@@ -169,11 +169,11 @@ def _layer(layer: nn.Module, rows: int, pack: bool) -> _Layer | None:
     step through."""
     attention, mlp = layer.self_attn, layer.mlp
     if not all(
-        type(norm).__name__ in NORM_CLASSES
+        type(norm).__name__ in LEAN_NORMS
         for norm in (layer.input_layernorm, layer.post_attention_layernorm)
     ):
         return None
-    if type(getattr(mlp, "act_fn", None)).__name__ not in ("SiLU", "SiLUActivation"):
+    if type(getattr(mlp, "act_fn", None)).__name__ not in SILU_CLASSES:
         return None
     qkv = _fused([attention.q_proj, attention.k_proj, attention.v_proj], rows, pack)
     gate_up = _fused([mlp.gate_proj, mlp.up_proj], rows, pack)
@@ -219,8 +219,7 @@ def _product(weight: Tensor, bias: Tensor | None, rows: int, pack: bool) -> Prod
     weight's size make it worth it (`src.model.packed`)."""
     bias = None if bias is None else bias.detach()
     if pack and can_pack(rows) and weight.numel() >= MIN_PACKED_ELEMENTS:
-        packed = torch.ops.mkl._mkl_reorder_linear_weight(weight, rows)
-        return lambda x: torch.ops.mkl._mkl_linear(x, packed, weight, bias, rows)
+        return packed_product(weight, bias, rows)
     return lambda x: F.linear(x, weight, bias)
 
 

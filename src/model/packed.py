@@ -108,17 +108,24 @@ def _packable(weight: Tensor, min_elements: int) -> Tensor | None:
     return weight.detach() if weight.numel() >= min_elements else None
 
 
-def _route(module: nn.Module, weight: Tensor, bias: Tensor | None, rows: int) -> Callable[[], None]:
-    """Send `module`'s batches of `rows` rows through the packed product; returns the undo."""
+def packed_product(weight: Tensor, bias: Tensor | None, rows: int) -> Callable[[Tensor], Tensor]:
+    """x -> x @ weight.T + bias for batches of exactly `rows` rows, through a copy of `weight`
+    packed once for MKL (`can_pack(rows)` must hold)."""
     packed = torch.ops.mkl._mkl_reorder_linear_weight(weight, rows)
     bias = None if bias is None else bias.detach()
+    return lambda x: torch.ops.mkl._mkl_linear(x, packed, weight, bias, rows)
+
+
+def _route(module: nn.Module, weight: Tensor, bias: Tensor | None, rows: int) -> Callable[[], None]:
+    """Send `module`'s batches of `rows` rows through the packed product; returns the undo."""
+    product = packed_product(weight, bias, rows)
     original = module.forward
     own = module.__dict__.get("forward")  # e.g. an accelerate hook's wrapper
 
     def forward(x: Tensor, *args: object, **kwargs: object) -> Tensor:
         if args or kwargs or x.numel() != rows * x.size(-1):
             return original(x, *args, **kwargs)
-        return torch.ops.mkl._mkl_linear(x, packed, weight, bias, rows)
+        return product(x)
 
     module.forward = forward
 
