@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import subprocess
 import sys
 from pathlib import Path
@@ -13,6 +14,7 @@ import pytest
 from hydra.errors import InstantiationException
 from hydra.utils import instantiate
 
+import src.grpo.module as grpo_module
 from src.data.files import DataFileError
 from src.reward.accuracy import extract_final_number
 from src.train import train
@@ -90,13 +92,24 @@ def metric_history(cfg, run, name) -> dict[int, float]:
     return {m.step: m.value for m in client.get_metric_history(run.info.run_id, name)}
 
 
-def test_kl_lora_and_several_iterations(make_cfg):
+def test_kl_lora_and_several_iterations(make_cfg, monkeypatch):
+    passes = []
+    original = grpo_module.token_passes
+    monkeypatch.setattr(
+        grpo_module, "token_passes", lambda *a, **k: passes.append(original(*a, **k)) or passes[-1]
+    )
     cfg = make_cfg(
-        "hardware=[cpu,lora]", "algo.kl_beta=0.1", "algo.num_iterations=2", "trainer.max_steps=4"
+        "hardware=[cpu,lora]",
+        "algo.kl_beta=0.1",
+        "algo.num_iterations=2",
+        "trainer.max_steps=4",
+        "algo.max_tokens_per_pass=48",  # the update of 2 prompts x 4 completions in passes
     )
     train(cfg)
     run = only_run(cfg)
     assert metric_steps(cfg, run, "loss") == [1, 2, 3, 4]
+    assert all(math.isfinite(value) for value in metric_history(cfg, run, "loss").values())
+    assert len(passes) == 4 and all(len(p) >= 2 for p in passes)
     kl = metric_history(cfg, run, "kl")
     assert kl[1] == pytest.approx(0.0, abs=1e-9)  # a fresh adapter: the policy is the reference
     # Later updates have moved away from the reference: the disabled adapter, not the policy

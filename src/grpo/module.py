@@ -29,6 +29,8 @@ from src.grpo.objective import (
     sampler_correction,
     to_whole_batch,
 )
+from src.grpo.passes import token_passes
+from src.grpo.reduction import UpdatePlan, combine_passes, reduce_loss_metrics
 from src.grpo.reference import reference_log_probs, reference_policy
 from src.model.network import PolicyNetwork, Scorer
 from src.policy.episode import run_episode
@@ -85,6 +87,7 @@ class GRPOModule(L.LightningModule):
         ref_model_path: str | None = None,
         metric_aliases: dict[str, str] | None = None,
         sampler_is_cap: float | None = None,
+        max_tokens_per_pass: int | None = 4096,
         reference: Scorer | None = None,
     ) -> None:
         super().__init__()
@@ -115,6 +118,7 @@ class GRPOModule(L.LightningModule):
                 "algo.ref_model_path is loaded by src.train; pass the loaded model as `reference`"
             )
         self.sampler_is_cap = sampler_is_cap
+        self.max_tokens_per_pass = max_tokens_per_pass
         self.loaded_reference = reference
         self.reference: Scorer | None = None  # built by configure_model, before any update
         self.scorer = GreedyScorer(sampler, policy, reward)  # held-out evaluation
@@ -208,17 +212,17 @@ class GRPOModule(L.LightningModule):
         for _ in range(self.num_iterations):
             if self.global_step >= self.trainer.max_steps > 0:
                 break  # max_steps falls inside this rollout's updates
-            with phase("log_probs"):
-                loss, loss_metrics, weights = self.policy_loss(
-                    rollout, advantages, old_logps, ref_logps
-                )
+            optimizer.zero_grad()
+            loss, loss_metrics, weights = self.accumulate_gradients(
+                rollout, advantages, old_logps, ref_logps
+            )
             with phase("update"):
-                optimizer.zero_grad()
                 grad_norm = torch.tensor(float("nan"))
                 # a loss that is not finite on any process is not finite on all of them
                 reduced = reduce_loss_metrics(loss, loss_metrics, weights)
                 if math.isfinite(reduced["loss"]):
-                    self.backward_averaged(loss)
+                    if isinstance(self.trainer.strategy, DDPStrategy):
+                        average_gradients(self.lm.trainable_parameters())
                     grad_norm = self.clipped_gradient_norm(optimizer)
                 finite = math.isfinite(reduced["loss"]) and bool(torch.isfinite(grad_norm))
                 if finite:
@@ -264,18 +268,58 @@ class GRPOModule(L.LightningModule):
         set and the sampler reported its own log-probs)."""
         return self.sampler_is_cap is not None and rollout.sampler_logps is not None
 
-    def backward_averaged(self, loss: Tensor) -> None:
-        """Backward, then every gradient averaged over the processes. Under DDP its own
-        reduction (which expects one backward per forward) is blocked and the gradients are
-        averaged here, so several updates per rollout reduce correctly; FSDP reduces its
-        shards in backward; one process has nothing to average."""
-        strategy = self.trainer.strategy
-        if isinstance(strategy, DDPStrategy):
-            with strategy.block_backward_sync():
-                self.manual_backward(loss)
-            average_gradients(self.lm.trainable_parameters())
-        else:
-            self.manual_backward(loss)
+    def accumulate_gradients(
+        self,
+        rollout: Rollout,
+        advantages: Tensor,
+        old_logps: Tensor | None,
+        ref_logps: Tensor | None,
+    ) -> tuple[Tensor, dict[str, Tensor], dict[str, float]]:
+        """Forward and backward of this process's loss in passes of at most
+        `max_tokens_per_pass` tokens (`src.grpo.passes`): the gradients add up to those of one
+        pass over every row, while only one pass's activations are held at a time. Returns the
+        loss (detached), its metrics and their weights, combined over the passes as
+        `policy_loss` would give them for the whole batch.
+
+        Under DDP its own reduction (which expects one backward per forward) is blocked; the
+        caller averages the gradients once the loss is known to be finite. Every process runs
+        as many passes, as FSDP gathers and reduces the weights in each."""
+        plan = self.update_plan(rollout, advantages)
+        results = []
+        for rows in self.pass_rows(rollout, plan):
+            with phase("log_probs"):
+                loss, metrics, weights = self.policy_loss(
+                    rollout, advantages, old_logps, ref_logps, plan, rows
+                )
+            with phase("update"):
+                strategy = self.trainer.strategy
+                if isinstance(strategy, DDPStrategy):
+                    with strategy.block_backward_sync():
+                        self.manual_backward(loss)
+                else:
+                    self.manual_backward(loss)
+            results.append((loss.detach(), metrics, weights))
+        return combine_passes(results)
+
+    def pass_rows(self, rollout: Rollout, plan: UpdatePlan) -> list[Tensor]:
+        """Boolean row masks of the passes over the rows the plan trains. On several
+        processes, each runs as many passes as the one that needs most; one with fewer
+        trained rows than that runs all its rows (those left out add nothing)."""
+        trained = plan.trained
+        passes = token_passes(rollout.select(trained), self.max_tokens_per_pass)
+        if world_size() > 1:
+            while len(set(counts := gather_objects(len(passes)))) > 1:
+                if int(trained.sum()) < max(counts):
+                    trained = torch.ones_like(trained)
+                part = rollout.select(trained)
+                passes = token_passes(part, self.max_tokens_per_pass, at_least=max(counts))
+        index = trained.nonzero().flatten()
+        masks = []
+        for rows in passes:
+            mask = torch.zeros_like(trained)
+            mask[index[rows.to(index.device)]] = True
+            masks.append(mask)
+        return masks
 
     def clipped_gradient_norm(self, optimizer: Any) -> Tensor:
         """The total gradient norm before clipping (TRL's `grad_norm`), over the whole model
@@ -294,35 +338,44 @@ class GRPOModule(L.LightningModule):
             torch.nn.utils.clip_grads_with_norm_(params, self.max_grad_norm, norm)
         return norm.detach().float().cpu()
 
+    def update_plan(self, rollout: Rollout, advantages: Tensor) -> UpdatePlan:
+        """Which rows go through the network, and the counts the loss and metrics need.
+
+        Without a KL term a completion whose advantage is 0 adds nothing to the loss or its
+        gradient, so with `skip_zero_advantage` only the others go through the network. A
+        batch where every advantage is 0 is run whole, so its metrics stay complete; on
+        several processes one whose rows all have advantage 0 while others' do not runs its
+        rows whole (they add 0) and its entropy does not count. `bnpo`/`dapo` divide by the
+        global batch's token count over the number of processes, so the averaged gradient is
+        that of one process."""
+        trained = advantages != 0
+        skipping = self.skip_zero_advantage and self.kl_beta == 0.0
+        all_tokens = rollout.completion_mask.sum()
+        # one collective for both: the global token count and whether any process trains rows
+        total = sum_over_processes({"tokens": all_tokens, "trained": trained.any()})
+        anywhere = skipping and total["trained"] > 0
+        counted = bool(trained.any()) or not anywhere  # whether this process's entropy counts
+        if not (skipping and trained.any()):
+            trained = torch.ones_like(trained)  # a KL term, or rows with nothing to learn
+        return UpdatePlan(trained, counted, all_tokens, total["tokens"] / world_size())
+
     def policy_loss(
         self,
         rollout: Rollout,
         advantages: Tensor,
         old_logps: Tensor | None,
         ref_logps: Tensor | None,
+        plan: UpdatePlan | None = None,
+        rows: Tensor | None = None,
     ) -> tuple[Tensor, dict[str, Tensor], dict[str, float]]:
-        """The GRPO loss of this process's rows, its metrics (entropy included) and the
-        weights that reduce each metric over processes (`reduce_loss_metrics`).
-
-        Without a KL term a completion whose advantage is 0 adds nothing to the loss or its
-        gradient, so with `skip_zero_advantage` only the others go through the network and
-        the loss is brought back to the value (and gradient) of the whole batch. Entropy is
-        then the mean over the completions trained on. A batch where every advantage is 0 is
-        run whole, so its metrics stay complete; on several processes one whose rows all
-        have advantage 0 while others' do not runs its rows whole (they add 0) and its
-        entropy does not count. `bnpo`/`dapo` divide by the global batch's token count over
-        the number of processes, so the averaged gradient is that of one process.
-        """
-        trained = advantages != 0
-        skipping = self.skip_zero_advantage and self.kl_beta == 0.0
-        all_tokens = rollout.completion_mask.sum()
-        # one collective for both: the global token count and whether any process trains rows
-        total = sum_over_processes({"tokens": all_tokens, "trained": trained.any()})
-        num_tokens = total["tokens"] / world_size()
-        anywhere = skipping and total["trained"] > 0
-        counted = bool(trained.any()) or not anywhere  # whether this process's entropy counts
-        if not (skipping and trained.any()):
-            trained = torch.ones_like(trained)  # a KL term, or rows with nothing to learn
+        """The GRPO loss of this process's rows (`rows`, a boolean mask, or all the rows
+        `plan` trains), its metrics (entropy included) and the weights that reduce each metric
+        over processes (`reduce_loss_metrics`). The loss and metrics are brought to their
+        share of the whole batch's (`to_whole_batch`), so the losses of passes over disjoint
+        rows add up to that of the whole batch; entropy is the mean over the rows run."""
+        plan = plan or self.update_plan(rollout, advantages)
+        trained = plan.trained if rows is None else rows
+        all_tokens, num_tokens, counted = plan.all_tokens, plan.num_tokens, plan.counted
         part = rollout.select(trained) if not trained.all() else rollout
         width = part.completion_ids.size(1)
         logps, entropy = self.lm.log_probs(part, self.temperature, with_entropy=True)
@@ -387,36 +440,3 @@ def aliased(metrics: dict[str, float], aliases: dict[str, str]) -> dict[str, flo
             f"it logs {sorted(metrics)}"
         )
     return {alias: metrics[name] for alias, name in aliases.items()}
-
-
-TOKEN_MEANS = ("kl", "clip_ratio/low_mean", "clip_ratio/high_mean", "clip_ratio/region_mean")
-PART_MEANS = ("entropy", "mean_log_prob", "sampler/is_weight_mean", "sampler/is_capped_ratio")
-
-
-def reduce_loss_metrics(
-    loss: Tensor, metrics: dict[str, Tensor], weights: dict[str, float]
-) -> dict[str, float]:
-    """The loss and its metrics of the global batch from each process's (every process must
-    call this): losses are means over processes (each is normalised so that their mean is
-    the global loss), token means are weighted by each process's token counts."""
-    sums: dict[str, float] = {"loss": float(loss.detach()), **weights}
-    for name, value in metrics.items():
-        weight = (
-            weights["tokens"]
-            if name in TOKEN_MEANS
-            else weights["part_tokens"]
-            if name in PART_MEANS or name.startswith("sampler/")
-            else 1.0
-        )
-        sums[name] = float(value) * weight
-    total = sum_over_processes(sums)
-    processes = world_size()
-    reduced = {}
-    for name in ["loss", *metrics]:
-        if name in TOKEN_MEANS:
-            reduced[name] = total[name] / max(total["tokens"], 1.0)
-        elif name in PART_MEANS or name.startswith("sampler/"):
-            reduced[name] = total[name] / max(total["part_tokens"], 1.0)
-        else:
-            reduced[name] = total[name] / processes
-    return reduced

@@ -172,20 +172,23 @@ def to_whole_batch(
     row_share: Tensor,
     token_share: Tensor,
 ) -> tuple[Tensor, dict[str, Tensor]]:
-    """The loss and clip ratios of the whole batch, from those of the part whose advantage is
-    non-zero (the rest adds nothing to the loss without a KL term).
+    """A part of the batch's share of the whole batch's loss and of its token-mean metrics:
+    the part's contribution, so that the contributions of parts that cover the batch add up
+    to its values. A part whose advantages are 0 without a KL term adds 0, so the part with
+    non-zero advantages alone gives the whole batch's values.
 
     `row_share` is the part's share of the completions, `token_share` of the completion
     tokens. Token-normalised losses (`bnpo`, `dapo`) are computed with the whole batch's
     token count as `num_tokens` and stay as they are; the others (`grpo`, `dr_grpo`: means
-    over completions) scale by the row share. Left-out tokens are never clipped, so the clip
-    ratios scale by the token share.
+    over completions) scale by the row share. The KL and clip ratios are means over tokens,
+    so they scale by the token share.
     """
     share = torch.ones_like(row_share) if loss_type in ("bnpo", "dapo") else row_share
     scaled = loss * share
     metrics = dict(metrics)
-    metrics["pg_loss"] = metrics["pg_loss"] * share  # the part's KL penalty is 0: no KL term here
-    for name in ("clip_ratio/low_mean", "clip_ratio/high_mean", "clip_ratio/region_mean"):
+    for name in ("pg_loss", "kl_penalty"):
+        metrics[name] = metrics[name] * share
+    for name in ("kl", "clip_ratio/low_mean", "clip_ratio/high_mean", "clip_ratio/region_mean"):
         metrics[name] = metrics[name] * token_share
     return scaled, metrics
 

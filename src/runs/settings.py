@@ -44,6 +44,7 @@ def check_algo_settings(
     top_k_ratio: float = 1.0,
     ref_model_path: str | None = None,
     sampler_is_cap: float | None = None,
+    max_tokens_per_pass: int | None = None,
     **others: Any,
 ) -> None:
     """GRPO settings (`algo.*`) that cannot work."""
@@ -70,6 +71,13 @@ def check_algo_settings(
         raise ConfigError(
             f"algo.sampler_is_cap must be >= 1 (it caps pi_trainer / pi_sampler, 1 when they "
             f"agree) or null for no correction, got {sampler_is_cap}"
+        )
+    if max_tokens_per_pass is not None and not (
+        type(max_tokens_per_pass) is int and max_tokens_per_pass >= 1
+    ):
+        raise ConfigError(
+            "algo.max_tokens_per_pass must be a whole number of tokens >= 1 (e.g. 4096) or null "
+            f"for one pass over all rows, got {max_tokens_per_pass!r}"
         )
     if not 0 < top_k_ratio <= 1:
         raise ConfigError(f"algo.top_k_ratio must be in (0, 1], got {top_k_ratio}")

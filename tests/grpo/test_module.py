@@ -8,7 +8,6 @@ import pytest
 import torch
 
 from src.grpo.module import GRPOModule
-from src.model.causal_lm import load_causal_lm
 from src.policy.generator import Generator
 from src.reward.accuracy import AnswerAccuracy
 from src.reward.combine import CombinedReward
@@ -28,14 +27,6 @@ def make_module(lm, skip: bool, loss_type: str) -> GRPOModule:
         loss_type=loss_type,
         skip_zero_advantage=skip,
     )
-
-
-@pytest.fixture(scope="module")
-def rollout_and_lm(tiny_lm):
-    lm = load_causal_lm(tiny_lm.network.name_or_path)  # a private copy
-    torch.manual_seed(1)
-    prompts = ["What is 11 + 22?\nAnswer:", "Hi", "What is 5 + 5?\nAnswer:"]
-    return HFSampler(max_completion_length=6).sample(lm, prompts, group_size=4), lm
 
 
 @pytest.mark.parametrize("loss_type", ["grpo", "bnpo", "dapo", "dr_grpo"])

@@ -1,7 +1,8 @@
 """GRPO on two processes (Lightning DDP over gloo, on the CPU) equals GRPO on one process
 given the same global batch and seed: every logged figure, step by step, for the `grpo` and
-`dapo` losses, held-out evaluation included, each logged once; and a checkpoint of the
-two-process run resumes to the same figures.
+`dapo` losses (the latter with updates in several passes per process), held-out evaluation
+included, each logged once; and a checkpoint of the two-process run resumes to the same
+figures.
 
 Completions come from `tests.scripted_sampler`, which depends only on the prompt, so both
 runs train on the same tokens and any difference is the distributed reduction's.
@@ -29,7 +30,7 @@ RUN = [
 ]  # fmt: skip
 LOSSES = {  # loss type -> what else its runs exercise
     "grpo": ["algo.num_iterations=2", "algo.epsilon_low=0.01", "algo.epsilon_high=0.01"],
-    "dapo": ["algo.kl_beta=0.05", "algo.scale_rewards=batch"],
+    "dapo": ["algo.kl_beta=0.05", "algo.scale_rewards=batch", "algo.max_tokens_per_pass=40"],
 }
 STEPS = 4
 RELATIVE, ABSOLUTE = 1e-4, 1e-6  # float sums in another order; all else must match

@@ -20,6 +20,8 @@ CASES = [
     ("algo.num_iterations=0", "algo.num_iterations must be >= 1"),
     ("model.dtype=float8", "model.dtype must be one of"),
     ("algo.sampler_is_cap=0.5", "algo.sampler_is_cap must be >= 1"),
+    ("algo.max_tokens_per_pass=0", "algo.max_tokens_per_pass must be a whole number of tokens"),
+    ("algo.max_tokens_per_pass=1.5", "algo.max_tokens_per_pass must be a whole number of tokens"),
     (
         "hardware=[cpu,4bit]",
         r"4-bit weights cannot be trained; add the adapter with hardware=\[4bit,lora\]",

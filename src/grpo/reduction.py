@@ -1,0 +1,74 @@
+"""The update's loss and metrics brought together: over the passes of one process
+(`combine_passes`) and over processes (`reduce_loss_metrics`)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from torch import Tensor
+
+from src.utils.distributed import sum_over_processes, world_size
+
+
+@dataclass
+class UpdatePlan:
+    """The rows an update runs through the network and the counts its loss is normalised by."""
+
+    trained: Tensor  # [N] bool: the rows that go through the network
+    counted: bool  # whether this process's entropy counts (it trains rows, or no process does)
+    all_tokens: Tensor  # completion tokens of all this process's rows
+    num_tokens: Tensor | float  # what bnpo/dapo divide by: the global token count / processes
+
+
+TOKEN_MEANS = ("kl", "clip_ratio/low_mean", "clip_ratio/high_mean", "clip_ratio/region_mean")
+PART_MEANS = ("entropy", "mean_log_prob", "sampler/is_weight_mean", "sampler/is_capped_ratio")
+
+
+def reduce_loss_metrics(
+    loss: Tensor, metrics: dict[str, Tensor], weights: dict[str, float]
+) -> dict[str, float]:
+    """The loss and its metrics of the global batch from each process's (every process must
+    call this): losses are means over processes (each is normalised so that their mean is
+    the global loss), token means are weighted by each process's token counts."""
+    sums: dict[str, float] = {"loss": float(loss.detach()), **weights}
+    for name, value in metrics.items():
+        weight = (
+            weights["tokens"]
+            if name in TOKEN_MEANS
+            else weights["part_tokens"]
+            if name in PART_MEANS or name.startswith("sampler/")
+            else 1.0
+        )
+        sums[name] = float(value) * weight
+    total = sum_over_processes(sums)
+    processes = world_size()
+    reduced = {}
+    for name in ["loss", *metrics]:
+        if name in TOKEN_MEANS:
+            reduced[name] = total[name] / max(total["tokens"], 1.0)
+        elif name in PART_MEANS or name.startswith("sampler/"):
+            reduced[name] = total[name] / max(total["part_tokens"], 1.0)
+        else:
+            reduced[name] = total[name] / processes
+    return reduced
+
+
+def combine_passes(
+    results: list[tuple[Tensor, dict[str, Tensor], dict[str, float]]],
+) -> tuple[Tensor, dict[str, Tensor], dict[str, float]]:
+    """One process's loss, metrics and weights from those of its passes over disjoint rows,
+    each already brought to its share of the whole batch (`to_whole_batch`): losses, loss
+    parts and token means add up; means over the rows run (entropy, ...) are weighted by each
+    pass's tokens."""
+    if len(results) == 1:
+        return results[0]
+    loss = sum(result[0] for result in results)
+    part_tokens = sum(result[2]["part_tokens"] for result in results)
+    metrics = {}
+    for name in results[0][1]:
+        if name in PART_MEANS or name.startswith("sampler/"):
+            total = sum(result[1][name] * result[2]["part_tokens"] for result in results)
+            metrics[name] = total / max(part_tokens, 1.0)
+        else:
+            metrics[name] = sum(result[1][name] for result in results)
+    return loss, metrics, {**results[0][2], "part_tokens": part_tokens}
