@@ -20,6 +20,7 @@ from src.rollout.sampler import Sampler
 from src.runs.length import settle_max_steps
 from src.runs.resume import ResumePoint
 from src.runs.settings import check_settings
+from src.utils.allocator import keep_freed_memory
 from src.utils.config import build
 
 log = logging.getLogger(__name__)
@@ -38,10 +39,13 @@ class RunParts:
 
 
 def build_run_parts(cfg: DictConfig, resume: ResumePoint | None = None) -> RunParts:
-    """Check the settings, seed, load and check the data (bad settings and bad rows fail here,
-    before any model loads), then build the role, reward, sampler and loggers; continuing
-    from `resume`, the MLflow loggers reopen the checkpoint's run."""
+    """Check the settings, set the allocator (`keep_freed_memory`), seed, load and check the
+    data (bad settings and bad rows fail here, before any model loads), then build the role,
+    reward, sampler and loggers; continuing from `resume`, the MLflow loggers reopen the
+    checkpoint's run."""
     check_settings(cfg)
+    if cfg.get("keep_freed_memory", True):
+        keep_freed_memory()  # before any model or batch is allocated
     notes = resolve_stage_checkpoints(cfg)  # e.g. generator_checkpoint: given, cached, or to train
     L.seed_everything(cfg.seed, workers=True)
     datamodule = build(cfg.data)
