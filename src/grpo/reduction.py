@@ -24,6 +24,12 @@ TOKEN_MEANS = ("kl", "clip_ratio/low_mean", "clip_ratio/high_mean", "clip_ratio/
 PART_MEANS = ("entropy", "mean_log_prob", "sampler/is_weight_mean", "sampler/is_capped_ratio")
 
 
+def is_part_mean(name: str) -> bool:
+    """Whether metric `name` is a mean over the tokens of the rows run (weighted by
+    `part_tokens`): entropy, mean log-prob and every sampler-correction figure."""
+    return name in PART_MEANS or name.startswith("sampler/")
+
+
 def reduce_loss_metrics(
     loss: Tensor, metrics: dict[str, Tensor], weights: dict[str, float]
 ) -> dict[str, float]:
@@ -36,7 +42,7 @@ def reduce_loss_metrics(
             weights["tokens"]
             if name in TOKEN_MEANS
             else weights["part_tokens"]
-            if name in PART_MEANS or name.startswith("sampler/")
+            if is_part_mean(name)
             else 1.0
         )
         sums[name] = float(value) * weight
@@ -46,7 +52,7 @@ def reduce_loss_metrics(
     for name in ["loss", *metrics]:
         if name in TOKEN_MEANS:
             reduced[name] = total[name] / max(total["tokens"], 1.0)
-        elif name in PART_MEANS or name.startswith("sampler/"):
+        elif is_part_mean(name):
             reduced[name] = total[name] / max(total["part_tokens"], 1.0)
         else:
             reduced[name] = total[name] / processes
@@ -66,7 +72,7 @@ def combine_passes(
     part_tokens = sum(result[2]["part_tokens"] for result in results)
     metrics = {}
     for name in results[0][1]:
-        if name in PART_MEANS or name.startswith("sampler/"):
+        if is_part_mean(name):
             total = sum(result[1][name] * result[2]["part_tokens"] for result in results)
             metrics[name] = total / max(part_tokens, 1.0)
         else:
