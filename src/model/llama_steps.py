@@ -6,10 +6,11 @@ overhead: the module stack runs about 60 operations per layer (separate query, k
 products, rotary embeddings from position ids, cache bookkeeping, mask building) for a few
 rows. `LlamaSteps` runs the same arithmetic in about 20: the query, key and value weights are
 one matrix, the gate and up weights another, the rotary tables are computed once, keys and
-values are written in place into a cache sized for the whole decoding, and attention for the
-one new query per row is two products and a softmax. LoRA adapters
-are merged into the fused weights (vanilla LoRA only, as in `src.model.packed`), and on the
-CPU the fused weights are packed for MKL once per decoding.
+values are written in place into a cache sized for the whole decoding (one matrix per row and
+key/value head), attention for the one new query per row is two batched products (the first
+adds the padding bias) and a softmax, and each RMSNorm's weight is folded into the products
+that read its output. LoRA adapters are merged into the fused weights (vanilla LoRA only, as
+in `src.model.packed`), and on the CPU the fused weights are packed for MKL once per decoding.
 
 It serves float32 networks of the classes in `STEPPED_CLASSES` with the plain rotary
 embedding, in eval mode; `LlamaSteps.of` returns None for anything else, which then decodes
@@ -38,11 +39,9 @@ Product = Callable[[Tensor], Tensor]
 
 @dataclass
 class _Layer:
-    norm_in: Tensor  # input RMSNorm weight
-    qkv: Product  # hidden -> queries, keys, values
+    qkv: Product  # normalised hidden -> queries, keys, values (input RMSNorm weight folded in)
     out: Product  # attention output -> hidden
-    norm_post: Tensor  # post-attention RMSNorm weight
-    gate_up: Product  # hidden -> gate, up
+    gate_up: Product  # normalised hidden -> gate, up (post-attention RMSNorm weight folded in)
     down: Product  # MLP width -> hidden
 
 
@@ -66,9 +65,11 @@ class LlamaSteps:
         self.inv_freq = rotary.inv_freq.detach().float()
         self.rotary_scale = float(getattr(rotary, "attention_scaling", 1.0))
         self.scaling = inner.layers[0].self_attn.scaling
+        # per layer, keys and values [rows * kv_heads, width, head_dim]: one matrix per row
+        # and key/value head
         self.keys: list[Tensor] = []
         self.values: list[Tensor] = []
-        self.bias = torch.empty(0)  # [rows, 1, 1, width] 0 where a row may attend, -inf on padding
+        self.bias = torch.empty(0)  # [rows * kv_heads, 1, width]: 0, or -inf on padding
         self.filled = 0
 
     @classmethod
@@ -113,19 +114,28 @@ class LlamaSteps:
         `new_tokens` more positions."""
         filled = mask.size(1)
         width = filled + new_tokens
+        matrices = self.rows * self.kv_heads
         self.keys, self.values = [], []
         for layer in cache.layers:
-            for source, target in ((layer.keys, self.keys), (layer.values, self.values)):
-                room = source.new_empty(self.rows, source.size(1), width, source.size(3))
-                room[:, :, :filled] = source.repeat_interleave(group_size, dim=0)
-                target.append(room)
-        self.bias = torch.zeros(self.rows, 1, 1, width, device=mask.device)
-        self.bias[:, 0, 0, :filled].masked_fill_(~mask.bool(), float("-inf"))
+            keys = layer.keys.new_empty(matrices, width, self.head_dim)
+            keys.view(self.rows, self.kv_heads, width, self.head_dim)[:, :, :filled] = (
+                layer.keys.repeat_interleave(group_size, dim=0)
+            )
+            values = layer.values.new_empty(matrices, width, self.head_dim)
+            values.view(self.rows, self.kv_heads, width, self.head_dim)[:, :, :filled] = (
+                layer.values.repeat_interleave(group_size, dim=0)
+            )
+            self.keys.append(keys)
+            self.values.append(values)
+        bias = torch.zeros(self.rows, width, device=mask.device)
+        bias[:, :filled].masked_fill_(~mask.bool(), float("-inf"))
+        self.bias = bias.repeat_interleave(self.kv_heads, dim=0).unsqueeze(1)
         self.filled = filled
 
     def step(self, tokens: Tensor, positions: Tensor) -> Tensor:
         """Float32 logits [rows, V] after `tokens` [rows] at `positions` [rows, 1]."""
         rows, heads, kv_heads, dim = self.rows, self.heads, self.kv_heads, self.head_dim
+        matrices, per_kv = rows * kv_heads, heads // kv_heads
         at = self.filled
         self.filled += 1
         bias = self.bias[..., : at + 1]
@@ -133,27 +143,35 @@ class LlamaSteps:
         hidden = F.embedding(tokens, self.embed)
         rotated_width = (heads + kv_heads) * dim
         for index, layer in enumerate(self.layers):
-            qkv = layer.qkv(F.rms_norm(hidden, hidden.shape[-1:], layer.norm_in, self.eps))
+            qkv = layer.qkv(self._normalized(hidden))
             # queries and keys are rotated together, then split
             rotated = _rotate(qkv[:, :rotated_width].view(rows, heads + kv_heads, dim), cos, sin)
-            query = rotated[:, :heads]
             keys, values = self.keys[index], self.values[index]
-            keys[:, :, at] = rotated[:, heads:]
-            values[:, :, at] = qkv[:, rotated_width:].view(rows, kv_heads, dim)
-            # the query heads of one key/value head read it as that many query positions; for
-            # one query per row, products and a softmax are quicker than SDPA's kernel
-            scores = torch.matmul(
-                query.reshape(rows, kv_heads, heads // kv_heads, dim),
-                keys[:, :, : at + 1].transpose(-1, -2),
+            keys.view(rows, kv_heads, -1, dim)[:, :, at] = rotated[:, heads:]
+            values.view(rows, kv_heads, -1, dim)[:, :, at] = qkv[:, rotated_width:].view(
+                rows, kv_heads, dim
             )
-            weights = scores.mul_(self.scaling).add_(bias).softmax(dim=-1)
-            attended = torch.matmul(weights, values[:, :, : at + 1])
-            hidden = hidden + layer.out(attended.reshape(rows, heads * dim))
-            normed = F.rms_norm(hidden, hidden.shape[-1:], layer.norm_post, self.eps)
-            gate, up = layer.gate_up(normed).chunk(2, dim=1)
+            # the query heads of one key/value head read it as that many query positions; for
+            # one query per row, batched products and a softmax are quicker than SDPA's kernel
+            scores = torch.baddbmm(
+                bias,
+                rotated[:, :heads].reshape(matrices, per_kv, dim),
+                keys[:, : at + 1].transpose(1, 2),
+                alpha=self.scaling,
+            )
+            attended = torch.bmm(scores.softmax(dim=-1), values[:, : at + 1])
+            hidden = hidden + layer.out(attended.view(rows, heads * dim))
+            gate, up = layer.gate_up(self._normalized(hidden)).chunk(2, dim=1)
             hidden = hidden + layer.down(F.silu(gate) * up)
         normed = F.rms_norm(hidden, hidden.shape[-1:], self.norm_final, self.eps)
         return self.lm_head(normed).float()
+
+    def _normalized(self, hidden: Tensor) -> Tensor:
+        """RMSNorm of `hidden` [rows, width] without its weight and with a factor sqrt(width)
+        left out: x / sqrt(sum(x^2) + width * eps). The products that read it carry the
+        norm's weight times sqrt(width) (`_layer`)."""
+        squares = torch.linalg.vecdot(hidden, hidden).unsqueeze_(-1)
+        return hidden * squares.add_(hidden.size(-1) * self.eps).rsqrt_()
 
     def _rotary(self, positions: Tensor) -> tuple[Tensor, Tensor]:
         """cos and sin [rows, 1, head_dim] at `positions`, as the network's rotary module
@@ -178,25 +196,26 @@ def _layer(layer: nn.Module, rows: int, pack: bool) -> _Layer | None:
         return None
     if type(getattr(mlp, "act_fn", None)).__name__ not in SILU_CLASSES:
         return None
-    qkv = _fused([attention.q_proj, attention.k_proj, attention.v_proj], rows, pack)
-    gate_up = _fused([mlp.gate_proj, mlp.up_proj], rows, pack)
+    # each RMSNorm's weight, with the sqrt(width) that `LlamaSteps._normalized` leaves out,
+    # scales the input columns of the products that read it
+    root = layer.input_layernorm.weight.numel() ** 0.5
+    norm_in = layer.input_layernorm.weight.detach() * root
+    norm_post = layer.post_attention_layernorm.weight.detach() * root
+    qkv = _fused([attention.q_proj, attention.k_proj, attention.v_proj], rows, pack, norm_in)
+    gate_up = _fused([mlp.gate_proj, mlp.up_proj], rows, pack, norm_post)
     out = _fused([attention.o_proj], rows, pack)
     down = _fused([mlp.down_proj], rows, pack)
     if qkv is None or gate_up is None or out is None or down is None:
         return None
-    return _Layer(
-        norm_in=layer.input_layernorm.weight.detach(),
-        qkv=qkv,
-        out=out,
-        norm_post=layer.post_attention_layernorm.weight.detach(),
-        gate_up=gate_up,
-        down=down,
-    )
+    return _Layer(qkv=qkv, out=out, gate_up=gate_up, down=down)
 
 
-def _fused(modules: list[nn.Module], rows: int, pack: bool) -> Product | None:
+def _fused(
+    modules: list[nn.Module], rows: int, pack: bool, input_scale: Tensor | None = None
+) -> Product | None:
     """One product for several linear layers of the same input, their outputs side by side,
-    or None when one of them is not a layer `effective_weight` reads."""
+    or None when one of them is not a layer `effective_weight` reads. With `input_scale`
+    [in_features] the product is that of the layers' input multiplied by it."""
     weights, biases = [], []
     for module in modules:
         weight, bias = effective_weight(module)
@@ -205,6 +224,8 @@ def _fused(modules: list[nn.Module], rows: int, pack: bool) -> Product | None:
         weights.append(weight)
         biases.append(bias)
     weight = weights[0] if len(weights) == 1 else torch.cat(weights, dim=0)
+    if input_scale is not None:
+        weight = weight * input_scale
     if all(bias is None for bias in biases):
         bias = None
     else:
