@@ -25,6 +25,13 @@ def rounded(values: list[float], digits: int = 3) -> str:
     return "[" + ", ".join(fmt(v, digits) for v in values) + "]"
 
 
+def step_range(run: dict[str, Any]) -> str:
+    """The fastest and slowest timed step of a run (`0.73-1.15`): how steady a side is, which
+    the median hides."""
+    seconds = run.get("step_seconds") or []
+    return f"{fmt(min(seconds))}-{fmt(max(seconds))}" if seconds else "-"
+
+
 def pair_ratios(runs: list[dict[str, Any]]) -> list[float]:
     """ours / TRL tokens per second of each round that has both."""
     by_round: dict[int, dict[str, float]] = {}
@@ -67,12 +74,15 @@ def text_table(group: dict[str, Any]) -> str:
         f"T {shape.tokens} forced, beta {group['beta']}"
     )
     lines = [head, "-" * len(head)]
-    lines.append(f"{'run':<40} {'round':>5} {'s/step':>8} {'tok/s':>8} {'RSS GiB':>8} {'len':>6}")
+    lines.append(
+        f"{'run':<40} {'round':>5} {'s/step':>8} {'step range':>13} {'tok/s':>8} {'RSS GiB':>8} "
+        f"{'len':>6}"
+    )
     for run in runs:
         lines.append(
             f"{label(run):<40} {run['round']:>5} {fmt(run['seconds_per_step']):>8} "
-            f"{fmt(run['tokens_per_second'], 1):>8} {fmt(run['peak_rss_gib'], 2):>8} "
-            f"{fmt(run['mean_length'], 1):>6}"
+            f"{step_range(run):>13} {fmt(run['tokens_per_second'], 1):>8} "
+            f"{fmt(run['peak_rss_gib'], 2):>8} {fmt(run['mean_length'], 1):>6}"
         )
     if summary["ratios"]:
         lines.append(
@@ -140,15 +150,17 @@ def speed_markdown(groups: list[dict[str, Any]]) -> str:
         )
     lines += [
         "",
-        "| config | beta | run | round | s/step | tok/s | peak RSS GiB | mean length |",
-        "|---|---|---|---|---|---|---|---|",
+        "| config | beta | run | round | s/step | fastest-slowest step | tok/s | peak RSS GiB "
+        "| mean length |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     for group in groups:
         for run in group["runs"]:
             lines.append(
                 f"| {group['shape']} | {group['beta']} | {label(run)} | {run['round']} | "
-                f"{fmt(run['seconds_per_step'])} | {fmt(run['tokens_per_second'], 1)} | "
-                f"{fmt(run['peak_rss_gib'], 2)} | {fmt(run['mean_length'], 1)} |"
+                f"{fmt(run['seconds_per_step'])} | {step_range(run)} | "
+                f"{fmt(run['tokens_per_second'], 1)} | {fmt(run['peak_rss_gib'], 2)} | "
+                f"{fmt(run['mean_length'], 1)} |"
             )
     measured = sorted({group["settings"].get("measured", "?") for group in groups})
     lines.append(f"\nMeasured {', '.join(measured)}. Notes:\n")
