@@ -26,7 +26,17 @@ SMALL = {
 
 def small_llama(**overrides):
     torch.manual_seed(0)
-    return LlamaForCausalLM(LlamaConfig(**{**SMALL, **overrides})).eval()
+    return with_random_norms(LlamaForCausalLM(LlamaConfig(**{**SMALL, **overrides})).eval())
+
+
+def with_random_norms(network):
+    """`network` with every RMSNorm weight drawn from [0.5, 1.5] instead of all ones, so a
+    norm weight applied to the wrong axis or left out shows in the logits."""
+    torch.manual_seed(3)
+    for name, parameter in network.named_parameters():
+        if "norm" in name:
+            parameter.data.uniform_(0.5, 1.5)
+    return network
 
 
 def with_lora(network, **lora):
@@ -87,7 +97,7 @@ def prompts(vocab):
         lambda: small_llama(num_key_value_heads=4),
         lambda: with_lora(small_llama()),
         lambda: small_llama(attention_bias=True, mlp_bias=True),
-        lambda: Qwen2ForCausalLM(Qwen2Config(**SMALL)).eval(),  # biased query/key/value
+        lambda: with_random_norms(Qwen2ForCausalLM(Qwen2Config(**SMALL)).eval()),  # biased q/k/v
     ],
     ids=["gqa", "mha", "lora", "biases", "qwen2"],
 )
