@@ -123,16 +123,12 @@ class LlamaSteps:
         matrices = self.rows * self.kv_heads
         self.keys, self.values = [], []
         for layer in cache.layers:
-            keys = layer.keys.new_empty(matrices, width, self.head_dim)
-            keys.view(self.rows, self.kv_heads, width, self.head_dim)[:, :, :filled] = (
-                layer.keys.repeat_interleave(group_size, dim=0)
-            )
-            values = layer.values.new_empty(matrices, width, self.head_dim)
-            values.view(self.rows, self.kv_heads, width, self.head_dim)[:, :, :filled] = (
-                layer.values.repeat_interleave(group_size, dim=0)
-            )
-            self.keys.append(keys)
-            self.values.append(values)
+            for source, target in ((layer.keys, self.keys), (layer.values, self.values)):
+                room = source.new_empty(matrices, width, self.head_dim)
+                room.view(self.rows, self.kv_heads, width, self.head_dim)[:, :, :filled] = (
+                    source.repeat_interleave(group_size, dim=0)
+                )
+                target.append(room)
         bias = torch.zeros(self.rows, width, device=mask.device)
         bias[:, :filled].masked_fill_(~mask.bool(), float("-inf"))
         self.bias = bias.repeat_interleave(self.kv_heads, dim=0).unsqueeze(1)
