@@ -26,6 +26,7 @@ fifth of the steps (steps 80-100 by default), per seed in --seeds.
     nice .venv/bin/python benchmarks/vs_trl.py                      # a, b, c; beta 0 and 0.04
     nice .venv/bin/python benchmarks/vs_trl.py --configs a --betas 0.0 --steps 3 --rounds 1
     nice .venv/bin/python benchmarks/vs_trl.py --configs b --frameworks ours --dtype bfloat16
+    nice .venv/bin/python benchmarks/vs_trl.py --configs a --steps 20 --compile  # both compiled
     nice .venv/bin/python benchmarks/vs_trl.py --learning [--learning-steps 100] [--seeds 42,43]
 
 Needs TRL: pip install .[bench]
@@ -156,6 +157,7 @@ def speed_group(
                 "seed": args.seed,
                 "dtype": args.dtype if framework == "ours" else "float32",
                 "overrides": args.ours_override if framework == "ours" else [],
+                "compile": args.compile,
                 "prompts": prompts,
             }
             name = f"{shape.name}-beta{beta}-r{round_number}-{framework}"
@@ -170,7 +172,7 @@ def run_speed(args: argparse.Namespace, work: Path) -> dict[str, Any]:
     warn_memory(args)
     settings = {
         key: getattr(args, key)
-        for key in ("steps", "rounds", "frameworks", "dtype", "seed", "ours_override")
+        for key in ("steps", "rounds", "frameworks", "dtype", "seed", "ours_override", "compile")
     }
     settings.update(
         measured=time.strftime("%Y-%m-%d %H:%M"), versions=versions(), machine=machine()
@@ -212,7 +214,8 @@ def notes(group: dict[str, Any]) -> list[str]:
 
 
 def group_key(group: dict[str, Any]) -> tuple[Any, ...]:
-    return group["shape"], group["beta"], group["settings"]["dtype"]
+    settings = group["settings"]
+    return group["shape"], group["beta"], settings["dtype"], settings.get("compile", False)
 
 
 # ------------------------------------------------------------------------------------ learning
@@ -276,6 +279,11 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         "--dtype", choices=("float32", "bfloat16"), default="float32", help="ours only: TRL is fp32"
     )
     parser.add_argument("--seed", type=int, default=42, help="seed of the speed runs")
+    parser.add_argument(
+        "--compile",
+        action="store_true",
+        help="both sides compiled: ours model.compile=true, TRL torch_compile=True",
+    )
     parser.add_argument(
         "--ours-override",
         action="append",

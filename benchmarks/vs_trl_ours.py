@@ -165,7 +165,8 @@ def run_speed(spec: dict[str, Any]) -> RunResult:
     overrides = speed_overrides(
         shape, spec["beta"], spec["steps"], spec["seed"], spec["dtype"], folder
     )
-    cfg = compose_train_config([*overrides, *spec.get("overrides", [])])
+    compiled = ["model.compile=true"] if spec.get("compile") else []
+    cfg = compose_train_config([*overrides, *compiled, *spec.get("overrides", [])])
     use_plain_prompts_and_dense_reward(cfg)
     tokenizer = AutoTokenizer.from_pretrained(shape.folder)
     made = role_prompts(cfg, tokenizer)
@@ -190,7 +191,10 @@ def run_speed(spec: dict[str, Any]) -> RunResult:
         prompt_tokens=counts,
         peak_rss_gib=peak_rss_gib(),
         completions_per_step=shape.completions,
-        details={"skip_zero_advantage": bool(cfg.algo.skip_zero_advantage)},
+        details={
+            "skip_zero_advantage": bool(cfg.algo.skip_zero_advantage),
+            "compiled": bool(cfg.model.get("compile", False)),
+        },
     )
 
 

@@ -9,12 +9,14 @@ from vs_trl_common import SHAPES
 
 
 def label(run: dict[str, Any]) -> str:
-    """`ours`, `TRL`, or ours with its dtype where it is not TRL's fp32."""
+    """`ours`, `TRL`, ours with its dtype where it is not TRL's fp32, `compiled` where the run
+    went through torch.compile."""
+    compiled = " compiled" if run.get("details", {}).get("compiled") else ""
     if run["framework"] == "trl":
-        return "TRL"
+        return "TRL" + compiled
     if run["dtype"] != "float32":
-        return f"ours ({run['dtype']}, not equal precision)"
-    return "ours"
+        return f"ours{compiled} ({run['dtype']}, not equal precision)"
+    return "ours" + compiled
 
 
 def fmt(value: float | None, digits: int = 3) -> str:
@@ -139,6 +141,8 @@ def speed_markdown(groups: list[dict[str, Any]]) -> str:
             name += f", ours {settings['dtype']} (not equal precision)"
         if settings.get("ours_override"):
             name += f", ours with {' '.join(settings['ours_override'])}"
+        if settings.get("compile"):
+            name += ", both compiled (ours model.compile, TRL torch_compile)"
         lines.append(
             f"| {name} | {group['beta']} | {settings['steps']} x {settings['rounds']} | "
             f"{fmt(ours.get('median_seconds_per_step'))} | "

@@ -114,6 +114,7 @@ def run_speed(spec: dict[str, Any]) -> RunResult:
         lr_scheduler_type=s["scheduler"],
         warmup_steps=0,
         shuffle_dataset=False,  # B prompts repeated: every step takes exactly the B prompts
+        torch_compile=bool(spec.get("compile")),  # the model through torch.compile (--compile)
     )
     ends: list[float] = []
     trainer = GRPOTrainer(
@@ -142,6 +143,7 @@ def run_speed(spec: dict[str, Any]) -> RunResult:
         prompt_tokens=counts,
         peak_rss_gib=peak_rss_gib(),
         completions_per_step=shape.completions,
+        details={"compiled": bool(spec.get("compile"))},
     )
 
 

@@ -20,6 +20,7 @@ from torch import Tensor, nn
 from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel
 from transformers.utils import logging as hf_logging
 
+from src.model.compiling import compiled_forward
 from src.model.lean import lean_layers
 from src.model.network import Scorer, Sequences
 from src.model.offline import resolve_pretrained
@@ -41,12 +42,16 @@ class CausalLM(nn.Module):
         tokenizer: Any,
         max_prompt_length: int | None = None,
         lean_activations: bool = True,
+        compiled: bool = False,
     ):
         super().__init__()
         self.network = network
         self.tokenizer = tokenizer
         self.max_prompt_length = max_prompt_length
         self.lean_activations = lean_activations
+        self.compiled = compiled
+        # the log-prob forwards' network call: compiled (`src.model.compiling`) or the module
+        self._compiled_forward = compiled_forward(network) if compiled else None
 
     @property
     def uses_lora(self) -> bool:
@@ -115,7 +120,9 @@ class CausalLM(nn.Module):
         if self.uses_lora:
             return AdapterDisabled(self)
         frozen = copy.deepcopy(self.network).eval().requires_grad_(False)
-        return CausalLM(frozen, self.tokenizer, self.max_prompt_length, self.lean_activations)
+        return CausalLM(
+            frozen, self.tokenizer, self.max_prompt_length, self.lean_activations, self.compiled
+        )
 
     def token_log_probs(
         self,
@@ -131,7 +138,7 @@ class CausalLM(nn.Module):
         scores match the ones the samples were drawn from.
         """
         with self._lean():
-            logits = self.network(
+            logits = self._scoring_forward(
                 input_ids=input_ids,
                 attention_mask=attention_mask,
                 position_ids=position_ids(attention_mask),
@@ -196,7 +203,7 @@ class CausalLM(nn.Module):
         a copy of its keys and values (gradients flow back through them). Returns the logits
         of each row's last prompt position [N, 1, V] (they predict the first continuation
         token) and those of its continuation positions [N, T, V]."""
-        prompt = self.network(
+        prompt = self._scoring_forward(
             input_ids=prompt_ids,
             attention_mask=prompt_mask,
             position_ids=position_ids(prompt_mask),
@@ -208,7 +215,7 @@ class CausalLM(nn.Module):
         row_mask = prompt_mask[owner]
         positions = row_mask.sum(dim=1, keepdim=True)
         positions = positions + torch.arange(ids.size(1), device=positions.device)
-        logits = self.network(
+        logits = self._scoring_forward(
             input_ids=ids,
             attention_mask=torch.cat([row_mask, mask], dim=1),
             position_ids=positions,
@@ -217,6 +224,12 @@ class CausalLM(nn.Module):
             **self._keep_logits(ids.size(1)),
         ).logits
         return prompt.logits[owner, -1:, :], logits
+
+    def _scoring_forward(self, **kwargs: Any) -> Any:
+        """The network's forward for log-probs: through `torch.compile` when `compiled`."""
+        if self._compiled_forward is not None:
+            return self._compiled_forward(**kwargs)
+        return self.network(**kwargs)
 
     def _lean(self) -> contextlib.AbstractContextManager[int]:
         """`lean_layers` over the network when `lean_activations` is on; not under activation
@@ -397,6 +410,7 @@ def load_causal_lm(
     offline_fallback: dict[str, Any] | None = None,
     adapter_path: str | None = None,
     lean_activations: bool = True,
+    compile: bool = False,
 ) -> CausalLM:
     """Load a causal LM by hub name or local folder, optionally 4-bit and with a LoRA adapter.
 
@@ -404,7 +418,8 @@ def load_causal_lm(
     `offline_fallback` names a packaged copy for when the hub is out of reach (see
     `src.model.offline`). `adapter_path` loads a saved LoRA adapter, trainable, instead of
     starting a fresh one from `lora`. `lean_activations` runs the gated MLPs and RMSNorms of
-    training forwards through `src.model.lean` (less memory, the same values).
+    training forwards through `src.model.lean` (less memory, the same values). `compile` runs
+    the forwards of log-probs through `torch.compile` (`src.model.compiling`).
     """
     if builder is not None and not (Path(name_or_path) / "config.json").exists():
         log.info("Building model folder %s", name_or_path)
@@ -468,7 +483,7 @@ def load_causal_lm(
         from peft import LoraConfig, get_peft_model
 
         network = get_peft_model(network, LoraConfig(task_type="CAUSAL_LM", **lora))
-    return CausalLM(network, tokenizer, max_prompt_length, lean_activations)
+    return CausalLM(network, tokenizer, max_prompt_length, lean_activations, compile)
 
 
 def keep_4bit_differentiable_on_cpu(network: nn.Module) -> None:
