@@ -162,12 +162,19 @@ class RunResult:
     peak_rss_gib: float
     completions_per_step: int
     details: dict[str, Any] = field(default_factory=dict)  # settings worth reporting
+    started: float = float("nan")  # perf_counter when the framework was called (set-up begins)
 
     @property
     def step_seconds(self) -> list[float]:
         """Seconds of every step after the first: the time between consecutive step ends."""
         ends = self.step_ends
         return [later - earlier for earlier, later in zip(ends, ends[1:], strict=False)]
+
+    @property
+    def first_step_seconds(self) -> float:
+        """Seconds from the framework's call to the end of the first step: loading, set-up,
+        compiling (where on) and the first step itself."""
+        return self.step_ends[0] - self.started if self.step_ends else float("nan")
 
     @property
     def seconds_per_step(self) -> float:
@@ -192,6 +199,7 @@ class RunResult:
         return {
             **asdict(self),
             "step_seconds": self.step_seconds,
+            "first_step_seconds": self.first_step_seconds,
             "seconds_per_step": self.seconds_per_step,
             "mean_length": self.mean_length,
             "tokens_per_step": self.tokens_per_step,

@@ -175,6 +175,7 @@ def run_speed(spec: dict[str, Any]) -> RunResult:
     limit = cfg.model.get("max_prompt_length") or 10**9
     counts = [min(token_count(tokenizer, p), limit) for p in made]  # as CausalLM.encode_prompts
     STEP_ENDS.clear()
+    started = time.perf_counter()
     train(cfg)
     history = metric_history(cfg, ["completions/mean_length", "reward", "frac_reward_zero_std"])
     return RunResult(
@@ -191,6 +192,7 @@ def run_speed(spec: dict[str, Any]) -> RunResult:
         prompt_tokens=counts,
         peak_rss_gib=peak_rss_gib(),
         completions_per_step=shape.completions,
+        started=started,
         details={
             "skip_zero_advantage": bool(cfg.algo.skip_zero_advantage),
             "compiled": bool(cfg.model.get("compile", False)),

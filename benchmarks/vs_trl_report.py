@@ -77,13 +77,14 @@ def text_table(group: dict[str, Any]) -> str:
     )
     lines = [head, "-" * len(head)]
     lines.append(
-        f"{'run':<40} {'round':>5} {'s/step':>8} {'step range':>13} {'tok/s':>8} {'RSS GiB':>8} "
-        f"{'len':>6}"
+        f"{'run':<40} {'round':>5} {'s/step':>8} {'step range':>13} {'to step 1':>9} "
+        f"{'tok/s':>8} {'RSS GiB':>8} {'len':>6}"
     )
     for run in runs:
         lines.append(
             f"{label(run):<40} {run['round']:>5} {fmt(run['seconds_per_step']):>8} "
-            f"{step_range(run):>13} {fmt(run['tokens_per_second'], 1):>8} "
+            f"{step_range(run):>13} {fmt(run.get('first_step_seconds'), 1):>9} "
+            f"{fmt(run['tokens_per_second'], 1):>8} "
             f"{fmt(run['peak_rss_gib'], 2):>8} {fmt(run['mean_length'], 1):>6}"
         )
     if summary["ratios"]:
@@ -154,15 +155,16 @@ def speed_markdown(groups: list[dict[str, Any]]) -> str:
         )
     lines += [
         "",
-        "| config | beta | run | round | s/step | fastest-slowest step | tok/s | peak RSS GiB "
-        "| mean length |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "| config | beta | run | round | s/step | fastest-slowest step | s to step 1 | tok/s "
+        "| peak RSS GiB | mean length |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for group in groups:
         for run in group["runs"]:
             lines.append(
                 f"| {group['shape']} | {group['beta']} | {label(run)} | {run['round']} | "
                 f"{fmt(run['seconds_per_step'])} | {step_range(run)} | "
+                f"{fmt(run.get('first_step_seconds'), 1)} | "
                 f"{fmt(run['tokens_per_second'], 1)} | {fmt(run['peak_rss_gib'], 2)} | "
                 f"{fmt(run['mean_length'], 1)} |"
             )

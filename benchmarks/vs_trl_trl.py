@@ -117,6 +117,7 @@ def run_speed(spec: dict[str, Any]) -> RunResult:
         torch_compile=bool(spec.get("compile")),  # the model through torch.compile (--compile)
     )
     ends: list[float] = []
+    started = time.perf_counter()
     trainer = GRPOTrainer(
         model=model,
         reward_funcs=trl_dense_reward,
@@ -143,6 +144,7 @@ def run_speed(spec: dict[str, Any]) -> RunResult:
         prompt_tokens=counts,
         peak_rss_gib=peak_rss_gib(),
         completions_per_step=shape.completions,
+        started=started,
         details={"compiled": bool(spec.get("compile"))},
     )
 
