@@ -246,6 +246,7 @@ def run_learning(args: argparse.Namespace, work: Path) -> dict[str, Any]:
                 "framework": framework,
                 "seed": seed,
                 "steps": args.learning_steps,
+                "compile": args.compile,
             }
             result = json.loads(run_worker(spec, work, f"learning-s{seed}-{framework}").read_text())
             run = learning_figures(result, window)

@@ -91,10 +91,12 @@ def speed_overrides(
     ]
 
 
-def learning_overrides(seed: int, steps: int, folder: Path) -> list[str]:
-    """Our defaults (task=arithmetic, tiny model, SFT warm start) for `steps` GRPO steps; the
-    warm start and the model folder are the project's own caches, the rest goes to `folder`."""
+def learning_overrides(seed: int, steps: int, folder: Path, compiled: bool = False) -> list[str]:
+    """Our defaults (task=arithmetic, tiny model, SFT warm start) for `steps` GRPO steps, with
+    `model.compile=true` when `compiled`; the warm start and the model folder are the project's
+    own caches, the rest goes to `folder`."""
     return [
+        *(["model.compile=true"] if compiled else []),
         f"seed={seed}",
         f"trainer.max_steps={steps}",
         f"paths.models_dir={MODELS_DIR}",
@@ -214,7 +216,9 @@ def run_learning(spec: dict[str, Any]) -> dict[str, Any]:
     from src.utils.compose import compose_train_config
 
     cfg = compose_train_config(
-        learning_overrides(spec["seed"], spec["steps"], Path(spec["folder"]))
+        learning_overrides(
+            spec["seed"], spec["steps"], Path(spec["folder"]), bool(spec.get("compile"))
+        )
     )
     folder = warm_start_folder(cfg)  # before train(), which points cfg.model at it
     started = time.perf_counter()

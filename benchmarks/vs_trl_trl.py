@@ -231,7 +231,8 @@ def run_learning(spec: dict[str, Any]) -> dict[str, Any]:
     from src.utils.config import build
 
     folder = Path(spec["folder"])
-    cfg = compose_train_config(learning_overrides(spec["seed"], spec["steps"], folder))
+    compiled = bool(spec.get("compile"))
+    cfg = compose_train_config(learning_overrides(spec["seed"], spec["steps"], folder, compiled))
     warm = warm_start_folder(cfg)
     if not (warm / "warm_start.json").exists():
         raise SystemExit(f"no warm start at {warm}: run ours first (it caches it)")
@@ -245,7 +246,7 @@ def run_learning(spec: dict[str, Any]) -> dict[str, Any]:
     trainer = GRPOTrainer(
         model=lm.network,
         reward_funcs=accuracy_reward(cfg),
-        args=grpo_config(folder / "trl", **settings),
+        args=grpo_config(folder / "trl", torch_compile=compiled, **settings),
         train_dataset=dataset,
         processing_class=lm.tokenizer,
     )

@@ -40,6 +40,7 @@ def cache_key(cfg: DictConfig) -> str:
     }
     shaping["data"].pop("num_batches")  # the GRPO run length does not change the warm start
     shaping["sft"].pop("cache_dir")
+    shaping["model"].pop("compile", None)  # speed only: compiled or not, the same warm start
     shaping["seed"] = cfg.seed
     text = json.dumps(shaping, sort_keys=True, default=str)
     return hashlib.sha256(text.encode()).hexdigest()[:12]

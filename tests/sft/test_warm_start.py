@@ -67,3 +67,9 @@ def test_the_warm_start_runs_where_and_how_grpo_runs(make_cfg):
     multi = warm_start_module.placement(make_cfg("hardware=[multi_gpu,lora]").trainer)
     assert isinstance(multi["strategy"], DDPStrategy)  # built afresh, not shared with GRPO's
     assert (multi["accelerator"], multi["devices"], multi["precision"]) == ("gpu", -1, "bf16-true")
+
+
+def test_compiling_keeps_the_warm_start_and_weight_settings_change_it(make_cfg):
+    plain = warm_start_module.cache_key(make_cfg())
+    assert warm_start_module.cache_key(make_cfg("model.compile=true")) == plain
+    assert warm_start_module.cache_key(make_cfg("model.dtype=bfloat16")) != plain
