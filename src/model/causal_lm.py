@@ -49,9 +49,13 @@ class CausalLM(nn.Module):
         self.tokenizer = tokenizer
         self.max_prompt_length = max_prompt_length
         self.lean_activations = lean_activations
-        self.compiled = compiled
         # the log-prob forwards' network call: compiled (`src.model.compiling`) or the module
         self._compiled_forward = compiled_forward(network) if compiled else None
+
+    @property
+    def compiled(self) -> bool:
+        """Whether the log-prob forwards go through `torch.compile` (`model.compile`)."""
+        return self._compiled_forward is not None
 
     @property
     def uses_lora(self) -> bool:

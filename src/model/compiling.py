@@ -39,8 +39,8 @@ def require_compiler(network: nn.Module) -> None:
     on_cpu = all(p.device.type == "cpu" for p in network.parameters())
     if not on_cpu or torch.cuda.is_available():
         return  # GPU kernels come from triton, which ships with CUDA builds of torch
-    found = [os.environ.get("CXX")] + [shutil.which(name) for name in CPP_COMPILERS]
-    if not any(path and shutil.which(path) for path in found):
+    candidates = [os.environ.get("CXX"), *CPP_COMPILERS]
+    if not any(name and shutil.which(name) for name in candidates):
         raise ConfigError(
             "model.compile=true needs a C++ compiler for torch.compile on the CPU (g++ or "
             "clang++, or $CXX); install one (e.g. apt install g++) or set model.compile=false"
