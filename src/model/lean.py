@@ -11,8 +11,10 @@ the tensors kept for backward go from 245 to about 160 MB.
 
 Inside `lean_layers` the MLP and norm modules of the known classes (`LEAN_MLPS`,
 `LEAN_NORMS`) run these functions while gradients are on; under `torch.no_grad` (sampling,
-reference scores) they run as they are. Their forward values are the modules' own, bit for
-bit; gradients agree up to float rounding.
+reference scores) they run as they are. The block also rotates the queries and keys of the
+known attention classes in fewer operations (`src.model.lean_attention`), with or without
+gradients. Forward values are the modules' own, bit for bit; gradients agree up to float
+rounding.
 """
 
 from __future__ import annotations
@@ -24,6 +26,8 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
+
+from src.model.lean_attention import LEAN_ATTENTIONS, SignedSine, fits, lean_attention_forward
 
 # classes whose forward is exactly down_proj(act_fn(gate_proj(x)) * up_proj(x))
 LEAN_MLPS = frozenset({"LlamaMLP", "MistralMLP", "Qwen2MLP", "Qwen3MLP"})
@@ -149,21 +153,28 @@ def _lean_forward(module: nn.Module) -> Any:
 @contextlib.contextmanager
 def lean_layers(network: nn.Module, enabled: bool = True) -> Iterator[int]:
     """Within the block, the network's known gated MLPs and RMSNorms keep fewer tensors for
-    backward whenever gradients are on. Yields how many modules were switched; the modules
-    are restored on exit. Does nothing when `enabled` is false."""
+    backward whenever gradients are on, and its known attention layers rotate queries and
+    keys in fewer operations. Yields how many modules were switched; the modules are
+    restored on exit. Does nothing when `enabled` is false."""
     switched: list[nn.Module] = []
+    signed_sine = SignedSine()  # shared by the block's attention layers
     try:
         if enabled:
             for module in network.modules():
-                lean = _lean_forward(module)
-                if lean is None or "forward" in module.__dict__:
+                if "forward" in module.__dict__:
                     continue  # another instance-level forward (e.g. packed) stays in charge
-                module.forward = _when_grad(module, lean)
+                if type(module).__name__ in LEAN_ATTENTIONS:
+                    module.forward = _rotating_fewer(module, signed_sine)
+                elif (lean := _lean_forward(module)) is not None:
+                    module.forward = _when_grad(module, lean)
+                else:
+                    continue
                 switched.append(module)
         yield len(switched)
     finally:
         for module in switched:
             del module.forward
+        signed_sine.clear()
 
 
 def _when_grad(module: nn.Module, lean: Any) -> Any:
@@ -173,6 +184,23 @@ def _when_grad(module: nn.Module, lean: Any) -> Any:
     def forward(*args: Any, **kwargs: Any) -> Tensor:
         if torch.is_grad_enabled() and len(args) == 1 and not kwargs:
             return lean(module, args[0])
+        return own(module, *args, **kwargs)
+
+    return forward
+
+
+def _rotating_fewer(module: nn.Module, signed_sine: SignedSine) -> Any:
+    """A forward that runs `lean_attention_forward` for transformers' keyword call with
+    full-width rotary tables, and the class's own for anything else."""
+    own = type(module).forward
+
+    def forward(*args: Any, **kwargs: Any) -> Any:
+        if (
+            not args
+            and "hidden_states" in kwargs
+            and fits(module, kwargs.get("position_embeddings"))
+        ):
+            return lean_attention_forward(module, signed_sine, **kwargs)
         return own(module, *args, **kwargs)
 
     return forward

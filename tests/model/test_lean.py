@@ -1,5 +1,5 @@
 """Lean training forwards: the modules' values and gradients, fewer tensors kept for backward,
-and the modules as they were outside the block."""
+the rotary embedding in fewer operations, and the modules as they were outside the block."""
 
 import importlib
 import inspect
@@ -8,6 +8,7 @@ import pytest
 import torch
 from hydra.utils import instantiate
 
+from src.model.causal_lm import load_causal_lm
 from src.model.lean import (
     LEAN_MLPS,
     LEAN_NORMS,
@@ -16,6 +17,7 @@ from src.model.lean import (
     SiluGateDown,
     lean_layers,
 )
+from src.model.lean_attention import LEAN_ATTENTIONS, SignedSine, fits
 from src.rollout.rollout import Rollout
 
 
@@ -50,7 +52,8 @@ def rollout(lm):
 
 
 def log_probs_and_grads(lm, sequences, lean):
-    """Log-probs, gradients of a weighted sum of them, and the bytes autograd kept."""
+    """Log-probs, gradients of a weighted sum of them, and the bytes autograd kept (the
+    adapter's gradients only, under LoRA)."""
     kept = {}
 
     def pack(tensor):
@@ -82,12 +85,45 @@ def test_tiny_model_gives_the_same_log_probs_and_gradients_keeping_less(tiny_lm)
     assert not any("forward" in vars(module) for module in tiny_lm.network.modules())
 
 
+def test_lora_networks_give_the_same_log_probs_and_gradients(tiny_lm):
+    """The lean attention calls the adapted projections as the module does."""
+    lm = load_causal_lm(
+        tiny_lm.network.name_or_path,
+        lora={"r": 4, "lora_alpha": 8, "target_modules": ["q_proj", "k_proj", "v_proj", "o_proj"]},
+    )
+    torch.manual_seed(1)
+    for name, parameter in lm.network.named_parameters():
+        if "lora_B" in name:  # a moved adapter, so its products count
+            parameter.data.normal_(std=0.02)
+    sequences = rollout(lm)
+    plain, plain_grads, _ = log_probs_and_grads(lm, sequences, lean=False)
+    lean, lean_grads, _ = log_probs_and_grads(lm, sequences, lean=True)
+    assert torch.equal(plain, lean)
+    assert plain_grads.keys() == lean_grads.keys() and len(plain_grads) == 4 * 4 * 2
+    for name, grad in plain_grads.items():
+        assert (lean_grads[name] - grad).abs().max() <= 1e-5 * grad.abs().max(), name
+
+
+def test_reference_scores_without_gradients_are_the_modules_own(tiny_lm):
+    sequences = rollout(tiny_lm)
+    scores = {}
+    for lean in (False, True):
+        tiny_lm.lean_activations = lean
+        try:
+            with torch.no_grad():
+                scores[lean] = tiny_lm.log_probs(sequences, with_entropy=True)
+        finally:
+            tiny_lm.lean_activations = True
+    assert torch.equal(scores[False][0], scores[True][0])
+    assert torch.equal(scores[False][1], scores[True][1])
+
+
 def test_the_block_switches_known_modules_and_restores_them(tiny_lm):
     network = tiny_lm.network
     with lean_layers(network) as switched:
-        # 4 layers: an MLP and two norms each, and the final norm
-        assert switched == 4 * 3 + 1
-        with torch.no_grad():  # without gradients the modules' own forward runs
+        # 4 layers: an attention, an MLP and two norms each, and the final norm
+        assert switched == 4 * 4 + 1
+        with torch.no_grad():  # without gradients the MLPs' and norms' own forward runs
             network(input_ids=torch.tensor([[1, 2, 3]]))
     assert not any("forward" in vars(module) for module in network.modules())
     with lean_layers(network, enabled=False) as switched:
@@ -113,6 +149,54 @@ def test_the_known_classes_still_compute_what_the_functions_do():
     assert {body(name) for name in LEAN_NORMS} == {body("LlamaRMSNorm")}
     assert "self.act_fn(self.gate_proj(x)) * self.up_proj(x)" in body("LlamaMLP")
     assert "torch.rsqrt(variance + self.variance_epsilon)" in body("LlamaRMSNorm")
+
+
+def test_the_attention_classes_still_do_what_the_lean_forward_does():
+    """The lean attention repeats transformers' forward for these classes except the rotary
+    embedding: each step it repeats must still be there, in this order."""
+    from transformers.models.llama import modeling_llama
+
+    assert {"LlamaAttention"} == LEAN_ATTENTIONS
+    source = inspect.getsource(modeling_llama.LlamaAttention.forward)
+    steps = [
+        "query_states = self.q_proj(hidden_states).view(hidden_shape).transpose(1, 2)",
+        "key_states = self.k_proj(hidden_states).view(hidden_shape).transpose(1, 2)",
+        "value_states = self.v_proj(hidden_states).view(hidden_shape).transpose(1, 2)",
+        "query_states, key_states = apply_rotary_pos_emb(query_states, key_states, cos, sin)",
+        "past_key_values.update(key_states, value_states, self.layer_idx)",
+        "ALL_ATTENTION_FUNCTIONS.get_interface(",
+        "dropout=0.0 if not self.training else self.attention_dropout,",
+        "scaling=self.scaling,",
+        "attn_output = attn_output.reshape(*input_shape, -1).contiguous()",
+        "attn_output = self.o_proj(attn_output)",
+    ]
+    places = [source.find(step) for step in steps]
+    assert -1 not in places and places == sorted(places)
+    rotary = inspect.getsource(modeling_llama.apply_rotary_pos_emb)
+    assert "q_embed = (q * cos) + (rotate_half(q) * sin)" in rotary
+    assert "torch.cat((-x2, x1), dim=-1)" in inspect.getsource(modeling_llama.rotate_half)
+
+
+def test_the_signed_sine_is_made_once_per_table():
+    signed = SignedSine()
+    sin = torch.arange(8.0).view(1, 2, 4)
+    first = signed(sin)
+    assert first.shape == (1, 2, 1, 4)
+    assert first.flatten().tolist() == [-0.0, -1.0, 2.0, 3.0, -4.0, -5.0, 6.0, 7.0]
+    assert signed(sin) is first  # the next layer of the same forward
+    assert signed(sin.clone()) is not first  # the next forward's table
+    signed.clear()
+    assert signed._sin is None and signed._signed is None
+
+
+def test_partial_rotary_tables_run_the_module_as_it_is(tiny_lm):
+    attention = tiny_lm.network.model.layers[0].self_attn
+    hidden, full, half = torch.randn(1, 3, 128), torch.ones(1, 3, 32), torch.ones(1, 3, 16)
+    assert fits(attention, (full, full)) and not fits(attention, (half, half))
+    with lean_layers(tiny_lm.network), pytest.raises(RuntimeError) as raised:
+        # half the head's 32 dimensions: transformers' own rotary code meets the shapes
+        attention(hidden_states=hidden, position_embeddings=(half, half))
+    assert raised.traceback[-1].name == "apply_rotary_pos_emb"
 
 
 def test_config_key_turns_it_off(make_cfg):
