@@ -203,6 +203,12 @@ def notes(group: dict[str, Any]) -> list[str]:
             "The dense reward makes such completions rare (frac_reward_zero_std: share of "
             "groups with all-equal rewards)"
         )
+    if ours and ours[0]["details"].get("max_tokens_per_pass", "unset") is None:
+        found.append(
+            "ours: algo.max_tokens_per_pass=null, so each update is one forward and backward "
+            "over all B x G completions, as TRL's (per_device_train_batch_size is the whole "
+            "batch); our default, 4096 tokens per pass, runs (a) in two passes for less memory"
+        )
     found += [
         "TRL: optim=adamw_torch (torch.optim.AdamW as ours; TRL's default is "
         "adamw_torch_fused) and gradient_checkpointing=False (TRL's default is True; ours "

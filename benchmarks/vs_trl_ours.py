@@ -78,6 +78,9 @@ def speed_overrides(
         f"algo.scale_rewards={s['scale_rewards']}",
         f"algo.num_iterations={s['num_iterations']}",
         f"algo.max_grad_norm={s['max_grad_norm']}",
+        # one forward and backward over all B x G completions, as TRL's update (its
+        # per_device_train_batch_size is the whole batch); our default splits by tokens
+        "algo.max_tokens_per_pass=null",
         f"algo.optimizer.lr={s['learning_rate']}",
         f"algo.optimizer.betas=[{s['adam_betas'][0]},{s['adam_betas'][1]}]",
         "algo.optimizer.weight_decay=0.0",
@@ -198,6 +201,7 @@ def run_speed(spec: dict[str, Any]) -> RunResult:
         details={
             "skip_zero_advantage": bool(cfg.algo.skip_zero_advantage),
             "compiled": bool(cfg.model.get("compile", False)),
+            "max_tokens_per_pass": cfg.algo.max_tokens_per_pass,
         },
     )
 
