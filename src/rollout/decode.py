@@ -109,13 +109,15 @@ def decode(
     tokens: list[Tensor] = []
     for step in range(max_new_tokens):
         scores = processors(seen, logits)
-        if step < sampling.min_new_tokens:
-            scores[:, eos] = -float("inf")
+        suppressed = step < sampling.min_new_tokens  # no row can end at this step
+        if suppressed:
+            scores.index_fill_(1, eos, -float("inf"))
         chosen = scores.argmax(dim=-1) if sampling.greedy else draw(scores)
-        chosen = chosen.masked_fill(ended, pad_token_id)
+        if not suppressed:
+            chosen = chosen.masked_fill(ended, pad_token_id)
+            ended |= torch.isin(chosen, eos)
         tokens.append(chosen)
-        ended |= torch.isin(chosen, eos)
-        if bool(ended.all()) or step + 1 == max_new_tokens:
+        if step + 1 == max_new_tokens or not suppressed and bool(ended.all()):
             break
         if processors:
             seen = torch.cat([seen, chosen.unsqueeze(1)], dim=1)
