@@ -12,26 +12,32 @@ adds the padding bias) and a softmax, and each RMSNorm's weight is folded into t
 that read its output. LoRA adapters are merged into the fused weights (vanilla LoRA only, as
 in `src.model.packed`), and on the CPU the fused weights are packed for MKL once per decoding.
 
-`adopt` and `step` run in inference mode, where an operation skips autograd's bookkeeping
+The prompts themselves go through the same fused products (`prefill`, not packed: their row
+count is the prompts' tokens), with causal attention by SDPA, and their keys and values are
+written straight into the rows that continue them. With that copy, the tiny model's 8 prompts
+of 24 tokens take 3.8 instead of 5.6 ms through the modules; SmolLM2's 4 prompts of 30 tokens
+141 instead of 154 ms, its 2 prompts of 512 tokens 1.05 instead of 1.12 s.
+
+`prefill` and `step` run in inference mode, where an operation skips autograd's bookkeeping
 (views, version counters): 7% of a step of the tiny model. Only the steps' own tensors are made
-there, so no module buffer becomes an inference tensor, and the logits a step returns come from
-a product outside it: a normal tensor.
+there, so no module buffer becomes an inference tensor, and the logits they return come from a
+product outside it: a normal tensor.
 
 It serves float32 networks of the classes in `STEPPED_CLASSES` with the plain rotary
 embedding, in eval mode; `LlamaSteps.of` returns None for anything else, which then decodes
-through its modules. The prompt itself always runs through the modules (`adopt` takes its
-cache). Logits agree with the modules' to float rounding (`tests/model/test_llama_steps.py`).
+through its modules. Logits agree with the modules' to float rounding
+(`tests/model/test_llama_steps.py`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from src.model.causal_lm import position_ids
 from src.model.lean import LEAN_NORMS, SILU_CLASSES
 from src.model.packed import MIN_PACKED_ELEMENTS, can_pack, effective_weight, packed_product
 
@@ -39,7 +45,26 @@ from src.model.packed import MIN_PACKED_ELEMENTS, can_pack, effective_weight, pa
 # gated MLP, with biases (if any) only on the linear layers
 STEPPED_CLASSES = frozenset({"LlamaForCausalLM", "Qwen2ForCausalLM"})
 
-Product = Callable[[Tensor], Tensor]
+
+class Product:
+    """x -> x @ weight.T + bias: called, for batches of exactly the steps' `rows` rows (through
+    a copy packed for MKL when that is worth it, `src.model.packed`); `any`, for any number of
+    rows (the prompts)."""
+
+    def __init__(self, weight: Tensor, bias: Tensor | None, rows: int, pack: bool) -> None:
+        self.weight = weight
+        self.bias = None if bias is None else bias.detach()
+        worth = pack and can_pack(rows) and weight.numel() >= MIN_PACKED_ELEMENTS
+        self._packed = packed_product(weight, self.bias, rows) if worth else None
+
+    def __call__(self, x: Tensor) -> Tensor:
+        if self._packed is not None:
+            return self._packed(x)
+        return F.linear(x, self.weight, self.bias)
+
+    def any(self, x: Tensor) -> Tensor:
+        """The product for a batch of any number of rows."""
+        return F.linear(x, self.weight, self.bias)
 
 
 @dataclass
@@ -51,8 +76,8 @@ class _Layer:
 
 
 class LlamaSteps:
-    """One decoding step of `rows` rows at a time for a supported network (`of`): `adopt` the
-    prompt's cache, then `step` once per new token."""
+    """One decoding step of `rows` rows at a time for a supported network (`of`): `prefill`
+    the prompts, then `step` once per new token."""
 
     def __init__(self, network: nn.Module, layers: list[_Layer], lm_head: Product, rows: int):
         config = network.config
@@ -113,26 +138,66 @@ class LlamaSteps:
             return None
         return cls(base, layers, lm_head, rows)
 
+    def prefill(
+        self, prompt_ids: Tensor, prompt_mask: Tensor, group_size: int, new_tokens: int
+    ) -> Tensor:
+        """Read the B left-padded prompts [B, P], rows i*G .. i*G+G-1 continuing prompt i,
+        with room for `new_tokens` more positions. Returns the float32 logits [B, V] of each
+        prompt's last position (they predict its first new token)."""
+        return self.lm_head.any(
+            self._prompt_hidden(prompt_ids, prompt_mask, group_size, new_tokens)
+        ).float()
+
     @torch.inference_mode()
-    def adopt(self, cache: object, group_size: int, mask: Tensor, new_tokens: int) -> None:
-        """Take the prompt's key/value cache (a transformers cache of the distinct prompts,
-        each `group_size` times continued) and its left-padded mask [rows, P], with room for
-        `new_tokens` more positions."""
-        filled = mask.size(1)
+    def _prompt_hidden(
+        self, prompt_ids: Tensor, prompt_mask: Tensor, group_size: int, new_tokens: int
+    ) -> Tensor:
+        """The final norm's output [B, hidden] at each prompt's last position, writing every
+        layer's keys and values into the cache of the prompt's G rows."""
+        prompts, filled = prompt_ids.shape
+        heads, kv_heads, dim = self.heads, self.kv_heads, self.head_dim
         width = filled + new_tokens
-        matrices = self.rows * self.kv_heads
+        matrices = self.rows * kv_heads
+        cos, sin = self._rotary(position_ids(prompt_mask))  # [B, P, 1, head_dim]
+        real = prompt_mask.bool()
+        causal = torch.ones(filled, filled, dtype=torch.bool, device=real.device).tril_()
+        allowed = (causal & real.unsqueeze(1)).unsqueeze(1)  # [B, 1, P, P]: True attends
+        hidden = F.embedding(prompt_ids, self.embed)
+        rotated_width = (heads + kv_heads) * dim
         self.keys, self.values = [], []
-        for layer in cache.layers:
-            for source, target in ((layer.keys, self.keys), (layer.values, self.values)):
-                room = source.new_empty(matrices, width, self.head_dim)
-                room.view(self.rows, self.kv_heads, width, self.head_dim)[:, :, :filled] = (
-                    source.repeat_interleave(group_size, dim=0)
+        for layer in self.layers:
+            qkv = layer.qkv.any(self._normalized(hidden))
+            rotated = _rotate(
+                qkv[..., :rotated_width].view(prompts, filled, heads + kv_heads, dim), cos, sin
+            )
+            query = rotated[:, :, :heads].transpose(1, 2)  # [B, heads, P, head_dim]
+            key = rotated[:, :, heads:].transpose(1, 2)  # [B, kv_heads, P, head_dim]
+            value = qkv[..., rotated_width:].view(prompts, filled, kv_heads, dim).transpose(1, 2)
+            for source, target in ((key, self.keys), (value, self.values)):
+                room = source.new_empty(matrices, width, dim)  # each of the G rows a copy
+                room.view(prompts, group_size, kv_heads, width, dim)[..., :filled, :] = (
+                    source.unsqueeze(1)
                 )
                 target.append(room)
-        bias = torch.zeros(self.rows, width, device=mask.device)
-        bias[:, :filled].masked_fill_(~mask.bool(), float("-inf"))
-        self.bias = bias.repeat_interleave(self.kv_heads, dim=0).unsqueeze(1)
+            attended = F.scaled_dot_product_attention(
+                query,
+                key,
+                value,
+                attn_mask=allowed,
+                scale=self.scaling,
+                enable_gqa=heads != kv_heads,
+            )  # a padding position attends to nothing: zeros, never read (its keys are masked)
+            hidden = hidden + layer.out.any(
+                attended.transpose(1, 2).reshape(prompts, filled, heads * dim)
+            )
+            gate, up = layer.gate_up.any(self._normalized(hidden)).chunk(2, dim=-1)
+            hidden = hidden + layer.down.any(F.silu(gate) * up)
+        bias = torch.zeros(prompts, width, device=real.device)
+        bias[:, :filled].masked_fill_(~real, float("-inf"))
+        self.bias = bias.repeat_interleave(group_size * kv_heads, dim=0).unsqueeze(1)
         self.filled = filled
+        last = hidden[:, -1]
+        return F.rms_norm(last, last.shape[-1:], self.norm_final, self.eps)
 
     def step(self, tokens: Tensor, positions: Tensor) -> Tensor:
         """Float32 logits [rows, V] after `tokens` [rows] at `positions` [rows, 1]."""
@@ -149,7 +214,7 @@ class LlamaSteps:
         at = self.filled
         self.filled += 1
         bias = self.bias[..., : at + 1]
-        cos, sin = self._rotary(positions)
+        cos, sin = self._rotary(positions.squeeze(1))  # [rows, 1, head_dim]
         hidden = F.embedding(tokens, self.embed)
         rotated_width = (heads + kv_heads) * dim
         for index, layer in enumerate(self.layers):
@@ -183,10 +248,11 @@ class LlamaSteps:
         return hidden * squares.add_(hidden.size(-1) * self.eps).rsqrt_()
 
     def _rotary(self, positions: Tensor) -> tuple[Tensor, Tensor]:
-        """cos and sin [rows, 1, head_dim] at `positions`, as the network's rotary module
-        computes them, with the first half of sin negated (what `_rotate` multiplies)."""
-        freqs = positions.float() * self.inv_freq
-        angles = torch.cat([freqs, freqs], dim=-1).unsqueeze(1)
+        """cos and sin [*positions.shape, 1, head_dim] at `positions`, as the network's rotary
+        module computes them, with the first half of sin negated (what `_rotate`
+        multiplies)."""
+        freqs = positions.float().unsqueeze(-1) * self.inv_freq
+        angles = torch.cat([freqs, freqs], dim=-1).unsqueeze(-2)
         cos, sin = angles.cos(), angles.sin()
         if self.rotary_scale != 1.0:
             cos, sin = cos * self.rotary_scale, sin * self.rotary_scale
@@ -244,16 +310,7 @@ def _fused(
                 for w, b in zip(weights, biases, strict=True)
             ]
         )
-    return _product(weight, bias, rows, pack)
-
-
-def _product(weight: Tensor, bias: Tensor | None, rows: int, pack: bool) -> Product:
-    """x -> x @ weight.T + bias, through a copy packed for MKL when `rows` rows and the
-    weight's size make it worth it (`src.model.packed`)."""
-    bias = None if bias is None else bias.detach()
-    if pack and can_pack(rows) and weight.numel() >= MIN_PACKED_ELEMENTS:
-        return packed_product(weight, bias, rows)
-    return lambda x: F.linear(x, weight, bias)
+    return Product(weight, bias, rows, pack)
 
 
 def _rotate(x: Tensor, cos: Tensor, signed_sin: Tensor) -> Tensor:

@@ -79,28 +79,29 @@ def decode(
     i*G .. i*G+G-1 continuing prompt i; pad after each row's first EOS. Stops when every row
     has ended. The network runs as given (the caller sets eval mode); `keeps_few_logits` says
     whether its forward takes `logits_to_keep` (the prompt's other positions need no logits).
-    With `steps` (built for B * group_size rows) the new tokens go through them instead of
-    the network's modules; the prompt always runs through the modules."""
+    With `steps` (built for B * group_size rows) the prompts and the new tokens go through
+    them instead of the network's modules."""
     device = prompt_ids.device
     eos = torch.as_tensor(eos_token_ids, device=device)
     processors = sampling.processors()
-    out = network(
-        input_ids=prompt_ids,
-        attention_mask=prompt_mask,
-        position_ids=position_ids(prompt_mask),
-        use_cache=True,
-        **({"logits_to_keep": 1} if keeps_few_logits else {}),
-    )
-    cache = out.past_key_values
-    mask = prompt_mask.repeat_interleave(group_size, dim=0)
+    cache = None  # the modules' key/value cache; the steps hold their own
     if steps is not None:
-        steps.adopt(cache, group_size, mask, max_new_tokens)
-        cache = None  # the steps hold their own copy
+        logits = steps.prefill(prompt_ids, prompt_mask, group_size, max_new_tokens)
     else:
+        out = network(
+            input_ids=prompt_ids,
+            attention_mask=prompt_mask,
+            position_ids=position_ids(prompt_mask),
+            use_cache=True,
+            **({"logits_to_keep": 1} if keeps_few_logits else {}),
+        )
+        cache = out.past_key_values
         cache.batch_repeat_interleave(group_size)
         reserve(cache, max_new_tokens)
-    logits = out.logits[:, -1, :].float().repeat_interleave(group_size, dim=0)
-    del out
+        logits = out.logits[:, -1, :].float()
+        del out
+    logits = logits.repeat_interleave(group_size, dim=0)
+    mask = prompt_mask.repeat_interleave(group_size, dim=0)
     seen = prompt_ids.repeat_interleave(group_size, dim=0)  # what repetition penalty reads
     position = mask.sum(dim=1, keepdim=True)  # the next token's position id
     rows = mask.size(0)

@@ -51,22 +51,18 @@ def with_lora(network, **lora):
 
 
 def step_logits(network, prompt_ids, prompt_mask, group_size, tokens):
-    """Log-softmax of each new position's logits [rows, T, V] through `LlamaSteps`, the tokens
-    [rows, T] fed one at a time after the prompts' own forward."""
+    """Log-softmax of the prompts' last position's logits and each new position's [rows,
+    1 + T, V] through `LlamaSteps`: the prompts' `prefill`, then the tokens [rows, T] fed one
+    at a time."""
     rows = prompt_ids.size(0) * group_size
     steps = LlamaSteps.of(network, rows)
     assert steps is not None
     with torch.no_grad():
-        out = network(
-            input_ids=prompt_ids,
-            attention_mask=prompt_mask,
-            position_ids=position_ids(prompt_mask),
-            use_cache=True,
-        )
+        first = steps.prefill(prompt_ids, prompt_mask, group_size, tokens.size(1))
         mask = prompt_mask.repeat_interleave(group_size, dim=0)
-        steps.adopt(out.past_key_values, group_size, mask, tokens.size(1))
         position = mask.sum(dim=1, keepdim=True)
         found = [steps.step(tokens[:, t], position + t) for t in range(tokens.size(1))]
+    found.insert(0, first.repeat_interleave(group_size, dim=0))
     return torch.log_softmax(torch.stack(found, dim=1), dim=-1)
 
 
@@ -78,7 +74,7 @@ def module_logits(network, prompt_ids, prompt_mask, group_size, tokens):
     )
     with torch.no_grad():
         logits = network(input_ids=ids, attention_mask=mask, position_ids=position_ids(mask))
-    return torch.log_softmax(logits.logits[:, prompt_ids.size(1) :].float(), dim=-1)
+    return torch.log_softmax(logits.logits[:, prompt_ids.size(1) - 1 :].float(), dim=-1)
 
 
 def prompts(vocab):
@@ -107,8 +103,24 @@ def test_steps_give_the_modules_log_probs(build):
     tokens = torch.randint(1, SMALL["vocab_size"], (6, 5))  # 3 completions per prompt
     ours = step_logits(network, ids, mask, 3, tokens)
     theirs = module_logits(network, ids, mask, 3, tokens)
-    # the logits of step t predict token t + 1; the modules' do the same at position P + t
+    # the prompt's last logits predict token 0, and step t's token t + 1; the modules' do the
+    # same at positions P - 1 and P + t
+    assert ours.shape == (6, 6, SMALL["vocab_size"])
     assert (ours - theirs).abs().max() < 1e-5
+
+
+def test_a_one_token_prompt_and_a_fully_padded_start_read_as_the_modules_do():
+    network = small_llama()
+    ids = torch.tensor([[7], [9]])
+    tokens = torch.randint(1, SMALL["vocab_size"], (4, 3))
+    ones = torch.ones_like(ids)
+    ours = step_logits(network, ids, ones, 2, tokens)
+    assert (ours - module_logits(network, ids, ones, 2, tokens)).abs().max() < 1e-5
+    ids, mask = prompts(SMALL["vocab_size"])
+    mask[1, :5], ids[1, :5] = 0, 0  # the second prompt is one real token after five pads
+    ours = step_logits(network, ids, mask, 2, tokens)
+    assert not ours.isnan().any()
+    assert (ours - module_logits(network, ids, mask, 2, tokens)).abs().max() < 1e-5
 
 
 def test_tiny_model_decodes_the_same_tokens_either_way(tiny_lm):
