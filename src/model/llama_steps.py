@@ -158,7 +158,7 @@ class LlamaSteps:
         heads, kv_heads, dim = self.heads, self.kv_heads, self.head_dim
         width = filled + new_tokens
         matrices = self.rows * kv_heads
-        cos, sin = self._rotary(position_ids(prompt_mask))  # [B, P, 1, head_dim]
+        cos, sin = self._rotary(position_ids(prompt_mask).unsqueeze(-1))  # [B, P, 1, dim]
         real = prompt_mask.bool()
         causal = torch.ones(filled, filled, dtype=torch.bool, device=real.device).tril_()
         allowed = (causal & real.unsqueeze(1)).unsqueeze(1)  # [B, 1, P, P]: True attends
@@ -214,7 +214,7 @@ class LlamaSteps:
         at = self.filled
         self.filled += 1
         bias = self.bias[..., : at + 1]
-        cos, sin = self._rotary(positions.squeeze(1))  # [rows, 1, head_dim]
+        cos, sin = self._rotary(positions)
         hidden = F.embedding(tokens, self.embed)
         rotated_width = (heads + kv_heads) * dim
         for index, layer in enumerate(self.layers):
@@ -248,10 +248,10 @@ class LlamaSteps:
         return hidden * squares.add_(hidden.size(-1) * self.eps).rsqrt_()
 
     def _rotary(self, positions: Tensor) -> tuple[Tensor, Tensor]:
-        """cos and sin [*positions.shape, 1, head_dim] at `positions`, as the network's rotary
-        module computes them, with the first half of sin negated (what `_rotate`
-        multiplies)."""
-        freqs = positions.float().unsqueeze(-1) * self.inv_freq
+        """cos and sin [..., 1, head_dim] at `positions` [..., 1] ([rows, 1] for a step,
+        [B, P, 1] for the prompts), as the network's rotary module computes them, with the
+        first half of sin negated (what `_rotate` multiplies)."""
+        freqs = positions.float() * self.inv_freq
         angles = torch.cat([freqs, freqs], dim=-1).unsqueeze(-2)
         cos, sin = angles.cos(), angles.sin()
         if self.rotary_scale != 1.0:
