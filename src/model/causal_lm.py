@@ -21,6 +21,7 @@ from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel
 from transformers.utils import logging as hf_logging
 
 from src.model.compiling import compiled_forward
+from src.model.hf_cache import cache_argument, returned_cache
 from src.model.lean import lean_layers
 from src.model.network import Scorer, Sequences
 from src.model.offline import resolve_pretrained
@@ -214,7 +215,7 @@ class CausalLM(nn.Module):
             use_cache=True,
             **self._keep_logits(1),
         )
-        cache = prompt.past_key_values
+        cache = returned_cache(prompt)
         cache.batch_select_indices(owner)  # each row continues its own prompt's keys and values
         row_mask = prompt_mask[owner]
         positions = row_mask.sum(dim=1, keepdim=True)
@@ -223,8 +224,8 @@ class CausalLM(nn.Module):
             input_ids=ids,
             attention_mask=torch.cat([row_mask, mask], dim=1),
             position_ids=positions,
-            past_key_values=cache,
             use_cache=False,
+            **cache_argument(cache),
             **self._keep_logits(ids.size(1)),
         ).logits
         return prompt.logits[owner, -1:, :], logits

@@ -22,6 +22,7 @@ from transformers import (
 )
 
 from src.model.causal_lm import position_ids
+from src.model.hf_cache import cache_argument, returned_cache
 from src.model.llama_steps import LlamaSteps
 
 
@@ -95,7 +96,7 @@ def decode(
             use_cache=True,
             **({"logits_to_keep": 1} if keeps_few_logits else {}),
         )
-        cache = out.past_key_values
+        cache = returned_cache(out)
         cache.batch_repeat_interleave(group_size)
         reserve(cache, max_new_tokens)
         logits = out.logits[:, -1, :].float()
@@ -130,8 +131,8 @@ def decode(
                 input_ids=chosen.unsqueeze(1),
                 attention_mask=mask,
                 position_ids=position,
-                past_key_values=cache,
                 use_cache=True,
+                **cache_argument(cache),
             )
             logits = out.logits[:, -1, :].float()
         position = position + 1

@@ -8,7 +8,9 @@ import pytest
 import torch
 from hydra.utils import instantiate
 
+from src.model import lean_attention
 from src.model.causal_lm import load_causal_lm
+from src.model.hf_cache import CACHE
 from src.model.lean import (
     LEAN_MLPS,
     LEAN_NORMS,
@@ -17,7 +19,7 @@ from src.model.lean import (
     SiluGateDown,
     lean_layers,
 )
-from src.model.lean_attention import LEAN_ATTENTIONS, SignedSine, fits
+from src.model.lean_attention import LEAN_ATTENTIONS, SignedSine, cache_keyword, fits
 from src.rollout.rollout import Rollout
 
 
@@ -153,28 +155,68 @@ def test_the_known_classes_still_compute_what_the_functions_do():
 
 def test_the_attention_classes_still_do_what_the_lean_forward_does():
     """The lean attention repeats transformers' forward for these classes except the rotary
-    embedding: each step it repeats must still be there, in this order."""
+    embedding: the installed release's forward must be one it knows (each step it repeats
+    there, in order, with the cache update of that release's keyword)."""
     from transformers.models.llama import modeling_llama
 
     assert {"LlamaAttention"} == LEAN_ATTENTIONS
-    source = inspect.getsource(modeling_llama.LlamaAttention.forward)
-    steps = [
-        "query_states = self.q_proj(hidden_states).view(hidden_shape).transpose(1, 2)",
-        "key_states = self.k_proj(hidden_states).view(hidden_shape).transpose(1, 2)",
-        "value_states = self.v_proj(hidden_states).view(hidden_shape).transpose(1, 2)",
-        "query_states, key_states = apply_rotary_pos_emb(query_states, key_states, cos, sin)",
-        "past_key_values.update(key_states, value_states, self.layer_idx)",
-        "ALL_ATTENTION_FUNCTIONS.get_interface(",
-        "dropout=0.0 if not self.training else self.attention_dropout,",
-        "scaling=self.scaling,",
-        "attn_output = attn_output.reshape(*input_shape, -1).contiguous()",
-        "attn_output = self.o_proj(attn_output)",
-    ]
-    places = [source.find(step) for step in steps]
-    assert -1 not in places and places == sorted(places)
+    assert cache_keyword() == CACHE  # the keyword the model forward takes, too
     rotary = inspect.getsource(modeling_llama.apply_rotary_pos_emb)
     assert "q_embed = (q * cos) + (rotate_half(q) * sin)" in rotary
     assert "torch.cat((-x2, x1), dim=-1)" in inspect.getsource(modeling_llama.rotate_half)
+
+
+def test_an_attention_forward_it_does_not_know_runs_as_it_is(tiny_lm, monkeypatch):
+    """Code other than the repeated one (here: the cache update renamed) is not stood in for,
+    and the log-probs are still the modules' own."""
+    from transformers.models.llama import modeling_llama
+
+    source = inspect.getsource(modeling_llama.LlamaAttention.forward)
+    changed = source.replace(".update(key_states, value_states", ".store(key_states, value_states")
+    monkeypatch.setattr(
+        lean_attention.inspect,
+        "getsource",
+        lambda forward: changed if forward is modeling_llama.LlamaAttention.forward else "",
+    )
+    assert lean_attention.known_cache_keyword(modeling_llama.LlamaAttention.forward) is None
+    monkeypatch.setattr(lean_attention, "cache_keyword", lambda: None)
+    sequences = rollout(tiny_lm)
+    with torch.no_grad():
+        plain = tiny_lm.log_probs(sequences)[0]
+    position_embeddings = (torch.zeros(1, 3, 32), torch.zeros(1, 3, 32))
+    assert not lean_attention.fits(tiny_lm.network.model.layers[0].self_attn, position_embeddings)
+    tiny_lm.lean_activations = False
+    try:
+        with torch.no_grad():
+            assert torch.equal(plain, tiny_lm.log_probs(sequences)[0])
+    finally:
+        tiny_lm.lean_activations = True
+
+
+def test_both_cache_keywords_continue_the_prompt(tiny_lm, monkeypatch):
+    """Each release's keyword reaches the cache: a lean forward handed its cache by either
+    name matches the module's own forward handed it by the installed name."""
+    from transformers import DynamicCache
+
+    attention = tiny_lm.network.model.layers[0].self_attn
+    torch.manual_seed(0)
+    hidden = torch.randn(2, 5, 128)
+    cos, sin = tiny_lm.network.model.rotary_emb(hidden, torch.arange(5).expand(2, 5))
+    earlier = torch.randn(2, 4, 3, 32), torch.randn(2, 4, 3, 32)
+
+    def cache():
+        made = DynamicCache()
+        made.update(*earlier, 0)
+        return made
+
+    with torch.no_grad():
+        own = type(attention).forward(attention, hidden, (cos, sin), None, **{CACHE: cache()})[0]
+        for keyword in ("cache", "past_key_values"):
+            monkeypatch.setattr(lean_attention, "cache_keyword", lambda keyword=keyword: keyword)
+            lean = lean_attention.lean_attention_forward(
+                attention, SignedSine(), hidden, (cos, sin), None, **{keyword: cache()}
+            )[0]
+            assert torch.equal(own, lean), keyword
 
 
 def test_the_signed_sine_is_made_once_per_table():

@@ -8,6 +8,7 @@ import torch
 from transformers import DynamicCache
 
 from src.model.causal_lm import CausalLM
+from src.model.hf_cache import CACHE
 from src.rollout.decode import Sampling, decode, draw
 from src.rollout.hf import HFSampler
 
@@ -84,12 +85,13 @@ class EndsAfter(torch.nn.Module):
         super().__init__()
         self.prompt_length = prompt_length
 
-    def forward(self, input_ids, attention_mask, position_ids, past_key_values=None, **_):
+    def forward(self, input_ids, attention_mask, position_ids, **kwargs):
         logits = torch.zeros(*input_ids.shape, 6)
         late = position_ids > self.prompt_length
         logits[..., 2] = 5.0
         logits[..., 5] = torch.where(late, 10.0, 0.0)
-        return SimpleNamespace(logits=logits, past_key_values=past_key_values or DynamicCache())
+        cache = kwargs.get(CACHE) or DynamicCache()  # the installed transformers' name
+        return SimpleNamespace(logits=logits, **{CACHE: cache})
 
 
 def test_decoding_stops_when_every_row_has_ended_and_pads_after_eos() -> None:
