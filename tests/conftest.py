@@ -8,7 +8,7 @@ import os
 # transformers is imported, which reads it once.
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -16,6 +16,7 @@ from hydra.core.global_hydra import GlobalHydra
 from omegaconf import DictConfig
 
 from src.model.causal_lm import CausalLM, load_causal_lm
+from src.model.fast.probe import forget_verdicts
 from src.model.tiny import build_tiny_llama
 from src.runs.parts import build_run_parts
 from src.sft.warm_start import warm_start
@@ -85,3 +86,11 @@ def make_cfg(tmp_path: Path, models_dir: Path) -> Callable[..., DictConfig]:
 
     yield make
     GlobalHydra.instance().clear()
+
+
+@pytest.fixture(autouse=True)
+def fresh_probes() -> Iterator[None]:
+    """Each test probes the fast paths anew: a verdict a test planted stays in that test."""
+    forget_verdicts()
+    yield
+    forget_verdicts()

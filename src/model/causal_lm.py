@@ -21,10 +21,11 @@ from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel
 from transformers.utils import logging as hf_logging
 
 from src.model.compiling import compiled_forward
-from src.model.hf_cache import cache_argument, returned_cache
-from src.model.lean import lean_layers
+from src.model.fast.lean_layers import lean_layers
+from src.model.fast.shared_prompt import continue_prompts
 from src.model.network import Scorer, Sequences
 from src.model.offline import resolve_pretrained
+from src.model.positions import position_ids
 from src.utils.errors import MissingFileError
 
 log = logging.getLogger(__name__)
@@ -204,31 +205,20 @@ class CausalLM(nn.Module):
         self, prompt_ids: Tensor, prompt_mask: Tensor, owner: Tensor, ids: Tensor, mask: Tensor
     ) -> tuple[Tensor, Tensor]:
         """Logits of continuations `ids` [N, T] (`mask` 1 on real tokens) after distinct
-        left-padded prompts [U, P], each prompt run once: row n continues prompt owner[n] from
-        a copy of its keys and values (gradients flow back through them). Returns the logits
-        of each row's last prompt position [N, 1, V] (they predict the first continuation
-        token) and those of its continuation positions [N, T, V]."""
-        prompt = self._scoring_forward(
-            input_ids=prompt_ids,
-            attention_mask=prompt_mask,
-            position_ids=position_ids(prompt_mask),
-            use_cache=True,
-            **self._keep_logits(1),
+        left-padded prompts [U, P], row n continuing prompt owner[n], each prompt run once
+        where that is proven right for this network (`src.model.fast.shared_prompt`).
+        Returns the logits of each row's last prompt position [N, 1, V] (they predict the
+        first continuation token) and those of its continuation positions [N, T, V]."""
+        return continue_prompts(
+            self._scoring_forward,
+            self.network,
+            self._keep_logits,
+            prompt_ids,
+            prompt_mask,
+            owner,
+            ids,
+            mask,
         )
-        cache = returned_cache(prompt)
-        cache.batch_select_indices(owner)  # each row continues its own prompt's keys and values
-        row_mask = prompt_mask[owner]
-        positions = row_mask.sum(dim=1, keepdim=True)
-        positions = positions + torch.arange(ids.size(1), device=positions.device)
-        logits = self._scoring_forward(
-            input_ids=ids,
-            attention_mask=torch.cat([row_mask, mask], dim=1),
-            position_ids=positions,
-            use_cache=False,
-            **cache_argument(cache),
-            **self._keep_logits(ids.size(1)),
-        ).logits
-        return prompt.logits[owner, -1:, :], logits
 
     def _scoring_forward(self, **kwargs: Any) -> Any:
         """The network's forward for log-probs: through `torch.compile` when `compiled`."""
@@ -308,12 +298,6 @@ class CausalLM(nn.Module):
         network.save_pretrained(path)
         self.tokenizer.save_pretrained(path)
         return path
-
-
-def position_ids(attention_mask: Tensor) -> Tensor:
-    """Position ids that follow a left-padded attention mask (pads share position 0), as
-    `generate` gives them, so scores match the distribution samples were drawn from."""
-    return (attention_mask.cumsum(dim=1) - 1).clamp(min=0)
 
 
 def checkpointed(network: nn.Module) -> bool:
@@ -423,7 +407,7 @@ def load_causal_lm(
     `offline_fallback` names a packaged copy for when the hub is out of reach (see
     `src.model.offline`). `adapter_path` loads a saved LoRA adapter, trainable, instead of
     starting a fresh one from `lora`. `lean_activations` runs the gated MLPs and RMSNorms of
-    training forwards through `src.model.lean` (less memory, the same values). `compile` runs
+    training forwards through `src.model.fast.lean_layers` (less memory, the same values). `compile` runs
     the forwards of log-probs through `torch.compile` (`src.model.compiling`).
     """
     if builder is not None and not (Path(name_or_path) / "config.json").exists():

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import torch
-from torch import Tensor, nn
+from torch import Tensor
 from transformers import (
     LogitsProcessorList,
     RepetitionPenaltyLogitsProcessor,
@@ -21,9 +21,7 @@ from transformers import (
     TopPLogitsWarper,
 )
 
-from src.model.causal_lm import position_ids
-from src.model.hf_cache import cache_argument, returned_cache
-from src.model.llama_steps import LlamaSteps
+from src.model.steps import Steps
 
 
 @dataclass(frozen=True)
@@ -65,7 +63,7 @@ def draw(scores: Tensor, generator: torch.Generator | None = None) -> Tensor:
 
 @torch.no_grad()
 def decode(
-    network: nn.Module,
+    steps: Steps,
     prompt_ids: Tensor,
     prompt_mask: Tensor,
     group_size: int,
@@ -73,41 +71,20 @@ def decode(
     eos_token_ids: list[int],
     pad_token_id: int,
     sampling: Sampling,
-    keeps_few_logits: bool = True,
-    steps: LlamaSteps | None = None,
 ) -> Tensor:
     """New tokens [B * group_size, <= max_new_tokens] for the B left-padded prompts, rows
     i*G .. i*G+G-1 continuing prompt i; pad after each row's first EOS. Stops when every row
-    has ended. The network runs as given (the caller sets eval mode); `keeps_few_logits` says
-    whether its forward takes `logits_to_keep` (the prompt's other positions need no logits).
-    With `steps` (built for B * group_size rows) the prompts and the new tokens go through
-    them instead of the network's modules."""
+    has ended. `steps` (built for B * group_size rows, over a network the caller has put in
+    eval mode) read the prompts once and then one token per row at a time."""
     device = prompt_ids.device
     eos = torch.as_tensor(eos_token_ids, device=device)
     processors = sampling.processors()
-    cache = None  # the modules' key/value cache; the steps hold their own
-    if steps is not None:
-        logits = steps.prefill(prompt_ids, prompt_mask, group_size, max_new_tokens)
-    else:
-        out = network(
-            input_ids=prompt_ids,
-            attention_mask=prompt_mask,
-            position_ids=position_ids(prompt_mask),
-            use_cache=True,
-            **({"logits_to_keep": 1} if keeps_few_logits else {}),
-        )
-        cache = returned_cache(out)
-        cache.batch_repeat_interleave(group_size)
-        reserve(cache, max_new_tokens)
-        logits = out.logits[:, -1, :].float()
-        del out
+    logits = steps.prefill(prompt_ids, prompt_mask, group_size, max_new_tokens)
     logits = logits.repeat_interleave(group_size, dim=0)
-    mask = prompt_mask.repeat_interleave(group_size, dim=0)
     seen = prompt_ids.repeat_interleave(group_size, dim=0)  # what repetition penalty reads
-    position = mask.sum(dim=1, keepdim=True)  # the next token's position id
-    rows = mask.size(0)
+    position = prompt_mask.sum(dim=1, keepdim=True).repeat_interleave(group_size, dim=0)
+    rows = seen.size(0)
     ended = torch.zeros(rows, dtype=torch.bool, device=device)
-    ones = torch.ones(rows, 1, dtype=mask.dtype, device=device)
     tokens: list[Tensor] = []
     for step in range(max_new_tokens):
         scores = processors(seen, logits)
@@ -123,53 +100,6 @@ def decode(
             break
         if processors:
             seen = torch.cat([seen, chosen.unsqueeze(1)], dim=1)
-        if steps is not None:
-            logits = steps.step(chosen, position)
-        else:
-            mask = torch.cat([mask, ones], dim=1)
-            out = network(
-                input_ids=chosen.unsqueeze(1),
-                attention_mask=mask,
-                position_ids=position,
-                use_cache=True,
-                **cache_argument(cache),
-            )
-            logits = out.logits[:, -1, :].float()
+        logits = steps.step(chosen, position)
         position = position + 1
     return torch.stack(tokens, dim=1)
-
-
-def reserve(cache: object, new_tokens: int) -> None:
-    """Give every plain growing layer of a transformers key/value cache room for `new_tokens`
-    more positions, so a decoding step writes its keys and values in place instead of
-    copying the whole cache into a new tensor (what `DynamicLayer.update` does). Layers of
-    other kinds (sliding windows, linear attention) and caches without layers stay as they
-    are."""
-    try:
-        from transformers.cache_utils import DynamicLayer
-    except ImportError:  # a transformers without per-layer caches
-        return
-    for layer in getattr(cache, "layers", []):
-        if type(layer) is DynamicLayer and layer.is_initialized and layer.keys.dim() == 4:
-            _reserve_layer(layer, new_tokens)
-
-
-def _reserve_layer(layer: object, new_tokens: int) -> None:
-    keys, values = layer.keys, layer.values
-    filled = keys.size(-2)
-    key_room = keys.new_empty(*keys.shape[:-2], filled + new_tokens, keys.size(-1))
-    value_room = values.new_empty(*values.shape[:-2], filled + new_tokens, values.size(-1))
-    key_room[..., :filled, :] = keys
-    value_room[..., :filled, :] = values
-
-    def update(key_states: Tensor, value_states: Tensor, *args: object, **kwargs: object):
-        nonlocal filled
-        end = filled + key_states.size(-2)
-        key_room[..., filled:end, :] = key_states
-        value_room[..., filled:end, :] = value_states
-        filled = end
-        layer.keys, layer.values = key_room[..., :end, :], value_room[..., :end, :]
-        return layer.keys, layer.values
-
-    layer.keys, layer.values = key_room[..., :filled, :], value_room[..., :filled, :]
-    layer.update = update

@@ -2,13 +2,10 @@
 
 from __future__ import annotations
 
-import contextlib
-
 import torch
 
 from src.model.causal_lm import CausalLM
-from src.model.llama_steps import LlamaSteps
-from src.model.packed import packed_linears
+from src.model.fast.decoding import decoding_steps
 from src.rollout.decode import Sampling, decode
 from src.rollout.rollout import Rollout, completion_mask
 from src.rollout.sampler import check_sampling
@@ -17,10 +14,10 @@ from src.rollout.sampler import check_sampling
 class HFSampler:
     """A `Sampler` for transformers causal LMs: G completions per prompt from one read of the
     prompt (`src.rollout.decode`), left-padded, cut at the first EOS. With `fused_steps` a
-    float32 Llama-family network on the CPU decodes its new tokens through fused weights,
-    LoRA merged in (`src.model.llama_steps`); with `packed_weights` other float32 networks
-    on the CPU decode with prepacked weights (`src.model.packed`), and the fused weights are
-    packed too. The log-probs of training always come from the modules as they are."""
+    float32 Llama-family network decodes its new tokens through fused weights, LoRA merged
+    in (`src.model.fast.llama_steps`); with `packed_weights` float32 networks on the CPU
+    decode with prepacked weights (`src.model.fast.packed`). Each runs only where its probe
+    has proven it on the network (`src.model.fast.decoding`)."""
 
     def __init__(
         self,
@@ -68,17 +65,11 @@ class HFSampler:
         lm.network.eval()
         rows = len(prompts) * group_size
         try:
-            steps = (
-                LlamaSteps.of(lm.network, rows, self.packed_weights) if self.fused_steps else None
-            )
-            packing = (
-                packed_linears(lm.network, rows)
-                if self.packed_weights and steps is None
-                else contextlib.nullcontext()
-            )
-            with packing:
+            with decoding_steps(
+                lm.network, rows, lm.keeps_few_logits, self.fused_steps, self.packed_weights
+            ) as steps:
                 completion_ids = decode(
-                    lm.network,
+                    steps,
                     encoded["input_ids"],
                     encoded["attention_mask"],
                     group_size,
@@ -86,8 +77,6 @@ class HFSampler:
                     lm.eos_token_ids,
                     tokenizer.pad_token_id,
                     sampling,
-                    lm.keeps_few_logits,
-                    steps,
                 )
         finally:
             lm.network.train(was_training)

@@ -9,6 +9,7 @@ from transformers import DynamicCache
 
 from src.model.causal_lm import CausalLM
 from src.model.hf_cache import CACHE
+from src.model.steps import ModuleSteps
 from src.rollout.decode import Sampling, decode, draw
 from src.rollout.hf import HFSampler
 
@@ -25,7 +26,7 @@ def run(lm: CausalLM, sampling: Sampling, group_size: int = 2, new: int = 12) ->
     lm.network.eval()
     try:
         return decode(
-            lm.network,
+            ModuleSteps(lm.network, lm.keeps_few_logits, make_room=True),
             ids,
             mask,
             group_size,
@@ -33,7 +34,6 @@ def run(lm: CausalLM, sampling: Sampling, group_size: int = 2, new: int = 12) ->
             lm.eos_token_ids,
             lm.tokenizer.pad_token_id,
             sampling,
-            lm.keeps_few_logits,
         )
     finally:
         lm.network.train()
@@ -96,7 +96,7 @@ class EndsAfter(torch.nn.Module):
 
 def test_decoding_stops_when_every_row_has_ended_and_pads_after_eos() -> None:
     ids, mask = torch.ones(2, 3, dtype=torch.long), torch.ones(2, 3, dtype=torch.long)
-    tokens = decode(EndsAfter(3), ids, mask, 2, 10, [5], 0, Sampling(greedy=True))
+    tokens = decode(ModuleSteps(EndsAfter(3)), ids, mask, 2, 10, [5], 0, Sampling(greedy=True))
     assert tokens.tolist() == [[2, 2, 5]] * 4
 
 
@@ -104,7 +104,14 @@ def test_decoding_stops_when_every_row_has_ended_and_pads_after_eos() -> None:
 def test_min_new_tokens_suppresses_eos(forced: int) -> None:
     ids, mask = torch.ones(1, 3, dtype=torch.long), torch.ones(1, 3, dtype=torch.long)
     tokens = decode(
-        EndsAfter(3), ids, mask, 1, 10, [5], 0, Sampling(greedy=True, min_new_tokens=forced)
+        ModuleSteps(EndsAfter(3)),
+        ids,
+        mask,
+        1,
+        10,
+        [5],
+        0,
+        Sampling(greedy=True, min_new_tokens=forced),
     )
     assert tokens[0, :forced].tolist() == [2] * forced
     assert tokens.size(1) == min(forced + 1, 10)

@@ -7,8 +7,9 @@ import torch
 from peft import LoraConfig, get_peft_model
 from transformers import LlamaConfig, LlamaForCausalLM, Qwen2Config, Qwen2ForCausalLM
 
-from src.model.causal_lm import position_ids
-from src.model.llama_steps import LlamaSteps
+from src.model.fast.llama_steps import LlamaSteps
+from src.model.positions import position_ids
+from src.model.steps import ModuleSteps
 from src.rollout.decode import Sampling, decode
 from src.rollout.hf import HFSampler
 
@@ -128,11 +129,11 @@ def test_tiny_model_decodes_the_same_tokens_either_way(tiny_lm):
     network = tiny_lm.network.eval()
     try:
         runs = []
-        for steps in (None, LlamaSteps.of(network, 6)):
+        for steps in (ModuleSteps(network, tiny_lm.keeps_few_logits), LlamaSteps.of(network, 6)):
             torch.manual_seed(3)
             runs.append(
                 decode(
-                    network,
+                    steps,
                     batch["input_ids"],
                     batch["attention_mask"],
                     3,
@@ -140,8 +141,6 @@ def test_tiny_model_decodes_the_same_tokens_either_way(tiny_lm):
                     tiny_lm.eos_token_ids,
                     tiny_lm.tokenizer.pad_token_id,
                     Sampling(min_new_tokens=10),
-                    tiny_lm.keeps_few_logits,
-                    steps,
                 )
             )
     finally:
@@ -169,7 +168,7 @@ def test_sampler_setting_turns_the_steps_off(tiny_lm, monkeypatch):
     built = []
     original = LlamaSteps.of
     monkeypatch.setattr(
-        "src.rollout.hf.LlamaSteps.of", lambda *a: built.append(original(*a)) or built[-1]
+        "src.model.fast.decoding.LlamaSteps.of", lambda *a: built.append(original(*a)) or built[-1]
     )
     HFSampler(max_completion_length=2, fused_steps=False).sample(tiny_lm, ["Hi"], 2)
     assert built == []

@@ -1,33 +1,34 @@
-"""Leaner training forwards for the gated MLP and RMSNorm of Llama-family networks: the same
-values, fewer tensors kept for backward.
+"""Fast path `lean_layers`: leaner training forwards for the gated MLP and RMSNorm of
+Llama-family networks, the same values with fewer tensors kept for backward.
 
 Autograd keeps what every elementary operation needs for its own backward. A gated MLP,
 `down(silu(gate(x)) * up(x))`, so keeps four tensors of the MLP's width per token: the gate's
 output, its SiLU, the up projection and their product; an RMSNorm keeps its input and its
 normalised output. The functions below keep the gate and the up projection (and the norm's
 input with one number per token) and recompute the rest in backward, which costs a few
-elementwise operations. On the tiny model's benchmark batch (64 completions of 64 tokens)
-the tensors kept for backward go from 245 to about 160 MB.
+elementwise operations, and less memory traffic.
 
 Inside `lean_layers` the MLP and norm modules of the known classes (`LEAN_MLPS`,
 `LEAN_NORMS`) run these functions while gradients are on; under `torch.no_grad` (sampling,
-reference scores) they run as they are. The block also rotates the queries and keys of the
-known attention classes in fewer operations (`src.model.lean_attention`), with or without
-gradients. Forward values are the modules' own, bit for bit; gradients agree up to float
-rounding.
+reference scores) they run as they are. Forward values are the modules' own, bit for bit;
+gradients agree up to float rounding. The block switches modules only once the probe
+(`check_lean_layers`) has found the outputs and gradients of the network's own modules of
+each switched class equal to the lean functions' on a fixed input. The classes are picked by
+name, so a renamed or rewritten class is simply not switched.
 """
 
 from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator
+from functools import partial
 from typing import Any
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from src.model.lean_attention import LEAN_ATTENTIONS, SignedSine, fits, lean_attention_forward
+from src.model.fast.probe import largest_difference, proven
 
 # classes whose forward is exactly down_proj(act_fn(gate_proj(x)) * up_proj(x))
 LEAN_MLPS = frozenset({"LlamaMLP", "MistralMLP", "Qwen2MLP", "Qwen3MLP"})
@@ -150,31 +151,43 @@ def _lean_forward(module: nn.Module) -> Any:
     return None
 
 
+def _targets(network: nn.Module) -> list[tuple[nn.Module, Any]]:
+    """The modules the block switches, with their lean forwards: those of known classes
+    without an instance-level forward of their own (e.g. packed), which stays in charge."""
+    found = []
+    for module in network.modules():
+        if "forward" not in module.__dict__ and (lean := _lean_forward(module)) is not None:
+            found.append((module, lean))
+    return found
+
+
 @contextlib.contextmanager
 def lean_layers(network: nn.Module, enabled: bool = True) -> Iterator[int]:
-    """Within the block, the network's known gated MLPs and RMSNorms keep fewer tensors for
-    backward whenever gradients are on, and its known attention layers rotate queries and
-    keys in fewer operations. Yields how many modules were switched; the modules are
-    restored on exit. Does nothing when `enabled` is false."""
-    switched: list[nn.Module] = []
-    signed_sine = SignedSine()  # shared by the block's attention layers
+    """Within the block, while gradients are on, the network's known gated MLPs and RMSNorms
+    keep fewer tensors for backward. Yields how many modules were switched; the modules are
+    restored on exit. Does nothing when `enabled` is false, without gradients (nothing is
+    kept then), or when the probe has found the lean forwards wrong for this network."""
+    if not enabled or not torch.is_grad_enabled() or not _targets(network):
+        yield 0
+        return
+    if not proven("lean_layers", network, partial(check_lean_layers, network)):
+        yield 0
+        return
+    with switched(network) as count:
+        yield count
+
+
+@contextlib.contextmanager
+def switched(network: nn.Module) -> Iterator[int]:
+    """The switch itself, unprobed (the probe and tests use it)."""
+    targets = _targets(network)
     try:
-        if enabled:
-            for module in network.modules():
-                if "forward" in module.__dict__:
-                    continue  # another instance-level forward (e.g. packed) stays in charge
-                if type(module).__name__ in LEAN_ATTENTIONS:
-                    module.forward = _rotating_fewer(module, signed_sine)
-                elif (lean := _lean_forward(module)) is not None:
-                    module.forward = _when_grad(module, lean)
-                else:
-                    continue
-                switched.append(module)
-        yield len(switched)
+        for module, lean in targets:
+            module.forward = _when_grad(module, lean)
+        yield len(targets)
     finally:
-        for module in switched:
-            del module.forward
-        signed_sine.clear()
+        for module, _ in targets:
+            module.__dict__.pop("forward", None)
 
 
 def _when_grad(module: nn.Module, lean: Any) -> Any:
@@ -189,18 +202,45 @@ def _when_grad(module: nn.Module, lean: Any) -> Any:
     return forward
 
 
-def _rotating_fewer(module: nn.Module, signed_sine: SignedSine) -> Any:
-    """A forward that runs `lean_attention_forward` for transformers' keyword call with
-    full-width rotary tables, and the class's own for anything else."""
-    own = type(module).forward
+def check_lean_layers(network: nn.Module) -> float:
+    """The largest difference between the lean and the own forward and backward of each kind
+    of module the block switches (the first of each class): outputs, and gradients with
+    respect to the input and the module's trainable weights relative to the own path's
+    largest entry, for a fixed input of 2 x 6 positions. Every module of a class runs the same
+    code, so the first stands for the rest."""
+    firsts: dict[type, tuple[nn.Module, Any]] = {}
+    for module, lean in _targets(network):
+        firsts.setdefault(type(module), (module, lean))
+    generator = torch.Generator().manual_seed(1234)
+    hidden = network.get_input_embeddings().weight  # what the layers read: its dtype, device
+    difference = 0.0
+    for module, lean in firsts.values():
+        x = torch.randn(2, 6, _input_width(module), generator=generator)
+        x = x.to(hidden.device, hidden.dtype)
+        trained = [p for p in module.parameters() if p.requires_grad]
+        results = []
+        for run in (type(module).forward, lean):
+            inputs = x.clone().requires_grad_()
+            with torch.enable_grad():
+                out = run(module, inputs)
+                weights = torch.linspace(-1.0, 1.0, out.numel(), device=out.device)
+                grads = torch.autograd.grad(
+                    (out.float() * weights.view_as(out)).sum(), [inputs, *trained]
+                )
+            results.append((out.detach(), grads))
+        (own, own_grads), (fast, fast_grads) = results
+        scale = float(own.abs().max()) or 1.0
+        difference = max(difference, largest_difference(fast, own) / scale)
+        for fast_grad, own_grad in zip(fast_grads, own_grads, strict=True):
+            scale = float(own_grad.abs().max()) or 1.0
+            difference = max(difference, largest_difference(fast_grad, own_grad) / scale)
+    return difference
 
-    def forward(*args: Any, **kwargs: Any) -> Any:
-        if (
-            not args
-            and "hidden_states" in kwargs
-            and fits(module, kwargs.get("position_embeddings"))
-        ):
-            return lean_attention_forward(module, signed_sine, **kwargs)
-        return own(module, *args, **kwargs)
 
-    return forward
+def _input_width(module: nn.Module) -> int:
+    """The width of what a switched module reads: an MLP's gate input, a norm's weight."""
+    if hasattr(module, "gate_proj"):
+        gate = module.gate_proj
+        base = gate.get_base_layer() if hasattr(gate, "get_base_layer") else gate
+        return base.in_features
+    return module.weight.numel()

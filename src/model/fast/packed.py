@@ -1,11 +1,14 @@
-"""Prepacked weights for decoding on the CPU: each float32 linear layer's weight is packed once
-for MKL's matrix product, and a LoRA layer's adapter is merged into that packed copy.
+"""Fast path `packed_weights`: prepacked weights for decoding on the CPU. Each float32 linear
+layer's weight is packed once for MKL's matrix product, and a LoRA layer's adapter is merged
+into that packed copy.
 
 A decoding step multiplies a few rows by every weight of the network. `nn.Linear` repacks its
 weight for each such product, which on two cores costs as much as the product itself; and a
 LoRA layer adds two more small products per step. Inside `packed_linears` the layers read one
-packed copy per decoding instead (SmolLM2-135M with LoRA, 16 rows: 75-100 instead of about
-130 ms per token). The module weights are never changed: the copies are dropped on exit.
+packed copy per decoding instead. The module weights are never changed: the copies are dropped
+on exit. The packing and the product are torch's private MKL ops and the merge reads peft's
+adapter tensors, so both run only once `check_packed_weights` (`src.model.fast.decoding`) has
+found the logits of a few decoding steps through them equal to the network's own.
 """
 
 from __future__ import annotations
@@ -25,6 +28,16 @@ def can_pack(rows: int) -> bool:
     """Whether MKL's packed product is available and worth it for `rows` rows at a time (one
     row is a matrix-vector product, which packs nothing)."""
     return torch.backends.mkl.is_available() and 2 <= rows <= MAX_PACKED_ROWS
+
+
+def packable(network: nn.Module) -> bool:
+    """Whether `network` has a layer `packed_linears` could pack: a float32 CPU `nn.Linear`,
+    plain or under a LoRA layer."""
+    for module in network.modules():
+        base = module if type(module) is nn.Linear else lora_base(module)
+        if base is not None and _packable(base.weight, 0) is not None:
+            return True
+    return False
 
 
 @contextlib.contextmanager

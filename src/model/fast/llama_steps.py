@@ -1,5 +1,5 @@
-"""Decoding steps of Llama-family networks without the transformers module stack: one new
-token per row, through fused weights and a key/value cache of our own.
+"""Fast path `fused_steps`: decoding steps of Llama-family networks without the transformers
+module stack, one new token per row, through fused weights and a key/value cache of our own.
 
 A decoding step reads one token per row, so on the CPU its cost is mostly per-operation
 overhead: the module stack runs about 60 operations per layer (separate query, key and value
@@ -10,23 +10,22 @@ values are written in place into a cache sized for the whole decoding (one matri
 key/value head), attention for the one new query per row is two batched products (the first
 adds the padding bias) and a softmax, and each RMSNorm's weight is folded into the products
 that read its output. LoRA adapters are merged into the fused weights (vanilla LoRA only, as
-in `src.model.packed`), and on the CPU the fused weights are packed for MKL once per decoding.
+in `src.model.fast.packed`), and on the CPU the fused weights are packed for MKL once per
+decoding where the `packed_weights` path is proven.
 
 The prompts themselves go through the same fused products (`prefill`, not packed: their row
 count is the prompts' tokens), with causal attention by SDPA, and their keys and values are
-written straight into the rows that continue them. With that copy, the tiny model's 8 prompts
-of 24 tokens take 3.8 instead of 5.6 ms through the modules; SmolLM2's 4 prompts of 30 tokens
-141 instead of 154 ms, its 2 prompts of 512 tokens 1.05 instead of 1.12 s.
+written straight into the rows that continue them, so no copy of the cache is made per row.
 
 `prefill` and `step` run in inference mode, where an operation skips autograd's bookkeeping
-(views, version counters): 7% of a step of the tiny model. Only the steps' own tensors are made
-there, so no module buffer becomes an inference tensor, and the logits they return come from a
-product outside it: a normal tensor.
+(views, version counters). Only the steps' own tensors are made there, so no module buffer
+becomes an inference tensor, and the logits they return come from a product outside it: a
+normal tensor.
 
-It serves float32 networks of the classes in `STEPPED_CLASSES` with the plain rotary
-embedding, in eval mode; `LlamaSteps.of` returns None for anything else, which then decodes
-through its modules. Logits agree with the modules' to float rounding
-(`tests/model/test_llama_steps.py`).
+It reads transformers' layer and rotary internals, so it serves only float32 networks of the
+classes in `STEPPED_CLASSES` with the plain rotary embedding, in eval mode (`LlamaSteps.of`
+returns None for anything else), and only once `check_fused_steps` has found its logits over a
+few decoding steps equal to the network's own forward (`src.model.fast.decoding`).
 """
 
 from __future__ import annotations
@@ -37,9 +36,9 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from src.model.causal_lm import position_ids
-from src.model.lean import LEAN_NORMS, SILU_CLASSES
-from src.model.packed import MIN_PACKED_ELEMENTS, can_pack, effective_weight, packed_product
+from src.model.fast.lean_layers import LEAN_NORMS, SILU_CLASSES
+from src.model.fast.packed import MIN_PACKED_ELEMENTS, can_pack, effective_weight, packed_product
+from src.model.positions import position_ids
 
 # causal LM classes whose decoder layers are pre-norm RMSNorm, rotary attention and a SiLU
 # gated MLP, with biases (if any) only on the linear layers

@@ -8,7 +8,7 @@ import torch
 from torch import nn
 
 from src.model.causal_lm import load_causal_lm
-from src.model.packed import can_pack, packed_linears
+from src.model.fast.packed import can_pack, packed_linears
 from src.rollout.hf import HFSampler
 
 pytestmark = pytest.mark.skipif(not can_pack(4), reason="torch built without MKL")
@@ -93,13 +93,15 @@ def test_a_failure_inside_the_block_restores_the_modules():
 
 def test_sampler_setting_turns_packing_off(tiny_lm, monkeypatch):
     calls = []
-    monkeypatch.setattr("src.rollout.hf.packed_linears", lambda *a: calls.append(a) or _none())
+    monkeypatch.setattr(
+        "src.model.fast.decoding.packed_linears", lambda *a: calls.append(a) or _none()
+    )
     HFSampler(max_completion_length=2, packed_weights=False, fused_steps=False).sample(
         tiny_lm, ["Hi"], 2
     )
     assert calls == []
     HFSampler(max_completion_length=2, fused_steps=False).sample(tiny_lm, ["Hi", "Ho"], 2)
-    assert [rows for _, rows in calls] == [4]
+    assert [rows for _, rows in calls] == [4]  # its decoding; the probe packs through its own
     # the tiny Llama's own decoding steps replace the packed modules
     HFSampler(max_completion_length=2).sample(tiny_lm, ["Hi", "Ho"], 2)
     assert len(calls) == 1

@@ -1,0 +1,92 @@
+"""The decoding steps the hf sampler runs: the quickest that are proven on this network.
+
+Three fast paths serve decoding: `fused_steps` (`LlamaSteps`, our own step for float32
+Llama-family networks), `packed_weights` (MKL-packed weights on the CPU, inside the fused step
+or under the modules) and `cache_room` (the module cache allocated once). Each is checked the
+same way before its first use on a kind of network: the very steps object the sampler is about
+to use decodes a probe batch for a few steps with the probe's tokens fed back (teacher
+forcing), and the log-softmaxed logits of every step are compared with those of one forward
+of the network over the same sequences, without a cache. A path that differs, or raises, is
+left out and the next one down runs; the network's own forward and cache (`ModuleSteps`)
+always can.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from functools import partial
+
+import torch
+from torch import nn
+
+from src.model.fast.llama_steps import LlamaSteps
+from src.model.fast.packed import can_pack, packable, packed_linears
+from src.model.fast.probe import log_softmax_difference, probe_input, proven
+from src.model.positions import position_ids
+from src.model.steps import ModuleSteps, Steps
+
+
+@contextlib.contextmanager
+def decoding_steps(
+    network: nn.Module,
+    rows: int,
+    keeps_few_logits: bool = True,
+    fused: bool = True,
+    packed: bool = True,
+) -> Iterator[Steps]:
+    """Within the block, decoding steps for `rows` rows of `network` (in eval mode), the first
+    of these that applies and is proven: `LlamaSteps` packed, then unpacked (where `fused`
+    asks for them); the network's modules under packed weights (where `packed` asks for
+    them); the modules as they are. The modules' cache is allocated once where that is proven.
+    `keeps_few_logits`: whether the network's forward takes `logits_to_keep`."""
+    packings = [True, False] if packed and can_pack(rows) and packable(network) else [False]
+    if fused:
+        for pack in packings:
+            steps = LlamaSteps.of(network, rows, pack)
+            if steps is None:
+                break
+            path = "fused_steps+packed_weights" if pack else "fused_steps"
+            if proven(path, network, partial(teacher_forced_difference, network, steps, rows)):
+                yield steps
+                return
+    with_room = ModuleSteps(network, keeps_few_logits, make_room=True)
+    room = proven(
+        "cache_room", network, partial(teacher_forced_difference, network, with_room, rows)
+    )
+    steps = ModuleSteps(network, keeps_few_logits, make_room=room)
+    if packings[0]:
+        with packed_linears(network, rows):
+            check = partial(teacher_forced_difference, network, steps, rows)
+            if proven("packed_weights", network, check):
+                yield steps
+                return
+    yield steps
+
+
+@torch.no_grad()
+def teacher_forced_difference(network: nn.Module, steps: Steps, rows: int) -> float:
+    """The largest difference, after log-softmax, between the logits of a probe batch
+    decoded through `steps` (over `rows` rows, what they were built for) for three steps, the
+    probe's tokens fed back, and those of one forward of the network over the same sequences
+    without a cache, for the first and the last row."""
+    prompts = 2 if rows % 2 == 0 else 1
+    group_size = rows // prompts
+    prompt_ids, prompt_mask, fed = probe_input(network, prompts, group_size)
+    count = fed.size(1)
+    mask = prompt_mask.repeat_interleave(group_size, dim=0)
+    position = mask.sum(dim=1, keepdim=True)
+    first = steps.prefill(prompt_ids, prompt_mask, group_size, count)
+    fast = [first.repeat_interleave(group_size, dim=0)]
+    for k in range(count - 1):
+        fast.append(steps.step(fed[:, k], position + k))
+    picked = sorted({0, rows - 1})  # the first row of the first prompt, the last of the last
+    picked_mask = torch.cat([mask[picked], mask.new_ones(len(picked), count - 1)], dim=1)
+    prompt_rows = prompt_ids.repeat_interleave(group_size, dim=0)[picked]
+    plain = network(
+        input_ids=torch.cat([prompt_rows, fed[picked, :-1]], dim=1),
+        attention_mask=picked_mask,
+        position_ids=position_ids(picked_mask),
+        use_cache=False,
+    ).logits[:, -count:]
+    return log_softmax_difference(torch.stack(fast, dim=1)[picked], plain)

@@ -1,0 +1,159 @@
+"""Conformance probes: a fast path is used only after it has given the plain modules' numbers.
+
+Every fast path in this folder reaches past another package's public API (transformers'
+layer internals, peft's adapter tensors, torch's private MKL ops, the cache's `update`), so
+a new release can change what it stands in for without any error. Before a path is first
+used on a kind of network in a process, `proven` runs its check: a small fixed input
+(`probe_input`) through the fast path and through the network's own forward, compared as
+`docs/reliability.md` states. A difference within `tolerance` proves the path for the rest
+of the process; a larger one, or an exception inside the fast path, logs one WARNING naming
+the path and the difference, and the caller runs the plain path from then on. Each verdict
+and its cost are logged once and kept in `verdicts()`.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor, nn
+
+log = logging.getLogger(__name__)
+
+# largest accepted difference, by the network's float type: log-probs and log-softmaxed
+# logits in nats; gradients relative to the largest entry of the plain path's gradient
+TOLERANCE = {torch.float64: 1e-6, torch.float32: 1e-3, torch.bfloat16: 5e-2, torch.float16: 5e-2}
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """What a probe found for one fast path on one kind of network."""
+
+    path: str  # the fast path's name, as in docs/reliability.md
+    network: str  # the kind of network it was checked on (`network_kind`)
+    proven: bool  # within tolerance: the fast path runs
+    difference: float  # the largest difference found (inf when the fast path raised)
+    tolerance: float
+    seconds: float  # the probe's cost
+    error: str = ""  # the exception the fast path raised, if any
+
+
+_verdicts: dict[tuple[str, str], Verdict] = {}
+
+
+def proven(path: str, network: nn.Module, check: Callable[[], float]) -> bool:
+    """Whether fast path `path` may run on `network`: `check()` (the largest difference
+    between the fast and the plain path on the probe input) is run the first time a kind of
+    network asks, and its verdict kept for the process."""
+    key = (path, network_kind(network))
+    if key not in _verdicts:
+        _verdicts[key] = _run(path, key[1], network, check)
+    return _verdicts[key].proven
+
+
+def _run(path: str, kind: str, network: nn.Module, check: Callable[[], float]) -> Verdict:
+    tolerance = tolerance_of(network)
+    was_training = network.training
+    network.eval()  # no dropout: both paths must see the same network
+    start = time.perf_counter()
+    error = ""
+    try:
+        difference = float(check())
+    except Exception as exc:  # a fast path that breaks on a new release must not stop a run
+        difference, error = float("inf"), f"{type(exc).__name__}: {exc}"
+    finally:
+        network.train(was_training)
+    seconds = time.perf_counter() - start
+    ok = difference <= tolerance  # NaN is not within any tolerance
+    verdict = Verdict(path, kind, ok, difference, tolerance, seconds, error)
+    if ok:
+        log.info(
+            "fast path %s proven on %s in %.0f ms (largest difference %.1e, tolerance %.0e)",
+            path,
+            kind,
+            1000 * seconds,
+            difference,
+            tolerance,
+        )
+    else:
+        found = error or f"largest difference {difference:.3g} > tolerance {tolerance:.0e}"
+        log.warning(
+            "fast path %s disagrees with the plain modules of %s (%s): the plain path runs "
+            "for the rest of this process",
+            path,
+            kind,
+            found,
+        )
+    return verdict
+
+
+def verdicts() -> list[Verdict]:
+    """Every verdict of this process, in the order the probes ran."""
+    return list(_verdicts.values())
+
+
+def forget_verdicts() -> None:
+    """Drop every verdict, so the next use of each path probes again (tests)."""
+    _verdicts.clear()
+
+
+def network_kind(network: nn.Module) -> str:
+    """What a verdict holds for: the architecture, its size, float type and device, and
+    whether LoRA adapters sit on it (a deep copy or the same network later shares it)."""
+    base = network.get_base_model() if hasattr(network, "get_base_model") else network
+    config = getattr(base, "config", None)
+    shape = "x".join(str(getattr(config, key, "?")) for key in ("hidden_size", "num_hidden_layers"))
+    parameter = next(network.parameters(), None)
+    dtype = str(parameter.dtype).removeprefix("torch.") if parameter is not None else "?"
+    device = parameter.device.type if parameter is not None else "?"
+    lora = "+lora" if hasattr(network, "disable_adapter") else ""
+    return f"{type(base).__name__}({shape}, {dtype}, {device}){lora}"
+
+
+def tolerance_of(network: nn.Module) -> float:
+    """`TOLERANCE` for the float type the network computes in."""
+    parameter = next((p for p in network.parameters() if p.is_floating_point()), None)
+    dtype = parameter.dtype if parameter is not None else torch.float32
+    return TOLERANCE.get(dtype, TOLERANCE[torch.float32])
+
+
+def probe_input(
+    network: nn.Module, prompts: int = 2, group_size: int = 2, prompt_length: int = 6
+) -> tuple[Tensor, Tensor, Tensor]:
+    """A fixed probe batch on the network's device: `prompts` left-padded prompts [B, P] (the
+    second two tokens shorter), their mask, and `group_size` continuations of 3 tokens per
+    prompt [B * G, 3], rows i*G .. i*G+G-1 continuing prompt i. Token ids come from a seeded
+    generator of their own: the process's random state is not touched."""
+    vocab = network.get_input_embeddings().num_embeddings
+    generator = torch.Generator().manual_seed(1234)
+    ids = torch.randint(0, vocab, (prompts, prompt_length), generator=generator)
+    mask = torch.ones_like(ids)
+    if prompts > 1:
+        mask[1, :2] = 0
+    continuations = torch.randint(0, vocab, (prompts * group_size, 3), generator=generator)
+    device = next(network.parameters()).device
+    return ids.to(device), mask.to(device), continuations.to(device)
+
+
+def log_softmax_difference(fast: Tensor, plain: Tensor) -> float:
+    """The largest difference of two logit tensors after log-softmax over the last dimension:
+    what sampling and log-probs read of them."""
+    fast_logps = torch.log_softmax(fast.detach().double(), dim=-1)
+    plain_logps = torch.log_softmax(plain.detach().double(), dim=-1)
+    return largest_difference(fast_logps, plain_logps)
+
+
+def largest_difference(fast: Tensor, plain: Tensor) -> float:
+    """max |fast - plain|; inf when the shapes differ or a value is not finite in one of them."""
+    if fast.shape != plain.shape:
+        return float("inf")
+    fast, plain = fast.detach().double(), plain.detach().double()
+    if not bool((fast.isfinite() == plain.isfinite()).all()):
+        return float("inf")
+    finite = plain.isfinite()
+    if not bool(finite.any()):
+        return 0.0
+    return float((fast[finite] - plain[finite]).abs().max())

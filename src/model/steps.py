@@ -1,0 +1,75 @@
+"""Decoding steps: what the decoding loop asks of a network, one new token per row at a time.
+
+`Steps` is the protocol; `ModuleSteps` runs it through the network's own forward and
+key/value cache (any causal LM). The fast paths in `src.model.fast` provide quicker ones for
+the networks they are proven on (`src.model.fast.decoding.decoding_steps` picks).
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+import torch
+from torch import Tensor, nn
+
+from src.model.fast.cache_room import reserve
+from src.model.hf_cache import cache_argument, returned_cache
+from src.model.positions import position_ids
+
+
+class Steps(Protocol):
+    """Decoding of B prompts with G rows each: `prefill` once, then `step` per new token."""
+
+    def prefill(
+        self, prompt_ids: Tensor, prompt_mask: Tensor, group_size: int, new_tokens: int
+    ) -> Tensor:
+        """Read the B left-padded prompts [B, P], rows i*G .. i*G+G-1 continuing prompt i,
+        with room for `new_tokens` more positions. Returns the float32 logits [B, V] of each
+        prompt's last position (they predict its first new token)."""
+        ...
+
+    def step(self, tokens: Tensor, positions: Tensor) -> Tensor:
+        """Float32 logits [B * G, V] after `tokens` [B * G] at `positions` [B * G, 1]."""
+        ...
+
+
+class ModuleSteps:
+    """`Steps` through the network's own forward and cache. With `make_room` the cache is
+    allocated once for all new tokens (`src.model.fast.cache_room`, where proven)."""
+
+    def __init__(
+        self, network: nn.Module, keeps_few_logits: bool = True, make_room: bool = False
+    ) -> None:
+        self.network = network
+        self.keeps_few_logits = keeps_few_logits  # whether the forward takes logits_to_keep
+        self.make_room = make_room
+        self.cache: object = None
+        self.mask = torch.empty(0)
+
+    def prefill(
+        self, prompt_ids: Tensor, prompt_mask: Tensor, group_size: int, new_tokens: int
+    ) -> Tensor:
+        out = self.network(
+            input_ids=prompt_ids,
+            attention_mask=prompt_mask,
+            position_ids=position_ids(prompt_mask),
+            use_cache=True,
+            **({"logits_to_keep": 1} if self.keeps_few_logits else {}),
+        )
+        self.cache = returned_cache(out)
+        self.cache.batch_repeat_interleave(group_size)
+        if self.make_room:
+            reserve(self.cache, new_tokens)
+        self.mask = prompt_mask.repeat_interleave(group_size, dim=0)
+        return out.logits[:, -1, :].float()
+
+    def step(self, tokens: Tensor, positions: Tensor) -> Tensor:
+        self.mask = torch.cat([self.mask, self.mask.new_ones(self.mask.size(0), 1)], dim=1)
+        out = self.network(
+            input_ids=tokens.unsqueeze(1),
+            attention_mask=self.mask,
+            position_ids=positions,
+            use_cache=True,
+            **cache_argument(self.cache),
+        )
+        return out.logits[:, -1, :].float()
