@@ -1,0 +1,230 @@
+"""The conformance probes: with every fast path on, runs give the plain path's numbers; a fast
+path planted wrong (as a transformers release once made one) is caught before first use,
+warned about once, and the plain path runs instead."""
+
+import logging
+
+import pytest
+import torch
+from transformers.models.llama import modeling_llama
+
+from src.model.causal_lm import load_causal_lm
+from src.model.fast import lean_layers, llama_steps, packed, probe
+from src.model.fast.probe import TOLERANCE, network_kind, proven, verdicts
+from src.model.hf_cache import CACHE
+from src.rollout.hf import HFSampler
+from src.rollout.rollout import Rollout
+
+PROMPTS = ["What is 12 + 30?\nAnswer:", "Hi"]
+
+
+def lora_lm(tiny_lm):
+    """The tiny Llama with a moved LoRA adapter on every linear layer (a fresh adapter adds
+    nothing, which would hide a wrong merge)."""
+    lm = load_causal_lm(
+        tiny_lm.network.name_or_path,
+        lora={"r": 4, "lora_alpha": 8, "target_modules": "all-linear"},
+    )
+    torch.manual_seed(1)
+    for name, parameter in lm.network.named_parameters():
+        if "lora_B" in name:
+            parameter.data.normal_(0.0, 0.05)
+    return lm
+
+
+def sample(lm, seed=3, **settings):
+    torch.manual_seed(seed)
+    sampler = HFSampler(max_completion_length=10, min_completion_length=10, **settings)
+    return sampler.sample(lm, PROMPTS, 4).completion_ids
+
+
+def plain_tokens(lm):
+    return sample(lm, fused_steps=False, packed_weights=False)
+
+
+def rollout(lm):
+    batch = lm.encode_prompts(PROMPTS)
+    completions = torch.randint(0, 250, (8, 6), generator=torch.Generator().manual_seed(0))
+    return Rollout(
+        prompt_ids=batch["input_ids"].repeat_interleave(4, dim=0),
+        prompt_mask=batch["attention_mask"].repeat_interleave(4, dim=0),
+        completion_ids=completions,
+        completion_mask=torch.ones_like(completions),
+        is_clipped=torch.zeros(8, dtype=torch.bool),
+        completions=[""] * 8,
+    )
+
+
+def whole_sequence_log_probs(lm, sequences):
+    """The plain path: every row's prompt and completion as one sequence, no cache."""
+    ids = torch.cat([sequences.prompt_ids, sequences.completion_ids], dim=1)
+    mask = torch.cat([sequences.prompt_mask, sequences.completion_mask], dim=1)
+    with torch.no_grad():
+        return lm.token_log_probs(ids, mask, sequences.completion_ids.size(1))[0]
+
+
+def log_probs_and_grads(lm, sequences, lean):
+    lm.lean_activations = lean
+    try:
+        logps, _ = lm.log_probs(sequences)
+        weights = torch.linspace(-1, 1, logps.numel()).view_as(logps)
+        trained = lm.trainable_parameters()
+        grads = torch.autograd.grad((logps * weights).sum(), trained)
+    finally:
+        lm.lean_activations = True
+    return logps.detach(), grads
+
+
+def warnings_about(caplog, path):
+    return [
+        r
+        for r in caplog.records
+        if r.levelno == logging.WARNING and f"fast path {path} disagrees" in r.getMessage()
+    ]
+
+
+@pytest.mark.parametrize("adapter", [False, True], ids=["full", "lora"])
+def test_every_fast_path_on_gives_the_plain_paths_tokens_and_log_probs(tiny_lm, adapter):
+    lm = lora_lm(tiny_lm) if adapter else tiny_lm
+    assert torch.equal(sample(lm), plain_tokens(lm))
+    sequences = rollout(lm)
+    with torch.no_grad():
+        grouped = lm.log_probs(sequences)[0]
+    assert (grouped - whole_sequence_log_probs(lm, sequences)).abs().max() < 1e-4
+    plain, plain_grads = log_probs_and_grads(lm, sequences, lean=False)
+    lean, lean_grads = log_probs_and_grads(lm, sequences, lean=True)
+    assert torch.equal(plain, lean)
+    for fast, slow in zip(lean_grads, plain_grads, strict=True):
+        assert (fast - slow).abs().max() <= 1e-5 * slow.abs().max()
+    paths = {v.path for v in verdicts() if v.proven}
+    fused = "fused_steps+packed_weights" if packed.can_pack(8) else "fused_steps"
+    assert {fused, "lean_layers", "shared_prompt"} <= paths
+    assert all(v.proven and v.seconds < 5 for v in verdicts())
+
+
+def test_an_attention_that_drops_the_cache_is_caught(tiny_lm, monkeypatch, caplog):
+    """What transformers 5.24 did to a stand-in forward: the cache handed over under the
+    installed keyword is not the one the attention takes, so continuations attend only to
+    themselves. The shared prompt is caught and every row runs whole."""
+    sequences = rollout(tiny_lm)
+    expected = whole_sequence_log_probs(tiny_lm, sequences)
+    own = modeling_llama.LlamaAttention.forward
+
+    def forgetful(self, hidden_states, position_embeddings=None, attention_mask=None, **kw):
+        kw.pop(CACHE, None)
+        return own(self, hidden_states, position_embeddings, attention_mask, **kw)
+
+    monkeypatch.setattr(modeling_llama.LlamaAttention, "forward", forgetful)
+    with caplog.at_level(logging.INFO), torch.no_grad():
+        logps = tiny_lm.log_probs(sequences)[0]
+    assert len(warnings_about(caplog, "shared_prompt")) == 1
+    assert (logps - expected).abs().max() < 1e-5
+    (verdict,) = [v for v in verdicts() if v.path == "shared_prompt"]
+    assert not verdict.proven and verdict.difference > verdict.tolerance
+    with torch.no_grad():  # later calls run whole without probing again
+        assert torch.equal(tiny_lm.log_probs(sequences)[0], logps)
+    assert len(warnings_about(caplog, "shared_prompt")) == 1
+
+
+@pytest.mark.parametrize("adapter", [False, True], ids=["full", "lora"])
+def test_a_perturbed_fused_weight_is_caught(tiny_lm, monkeypatch, caplog, adapter):
+    lm = lora_lm(tiny_lm) if adapter else tiny_lm
+    expected = plain_tokens(lm)
+    own = llama_steps.Product.__init__
+
+    def perturbed(self, weight, bias, rows, pack):
+        own(self, weight * 1.05, bias, rows, pack)
+
+    monkeypatch.setattr(llama_steps.Product, "__init__", perturbed)
+    with caplog.at_level(logging.INFO):
+        tokens = sample(lm)
+    assert warnings_about(caplog, "fused_steps")
+    assert not any(v.proven for v in verdicts() if v.path.startswith("fused_steps"))
+    assert torch.equal(tokens, expected)
+
+
+@pytest.mark.skipif(not packed.can_pack(8), reason="torch built without MKL")
+def test_a_wrong_packed_product_is_caught_and_the_fused_step_runs_unpacked(
+    tiny_lm, monkeypatch, caplog
+):
+    expected = plain_tokens(tiny_lm)
+    own = packed.packed_product
+
+    def wrong(weight, bias, rows):
+        product = own(weight, bias, rows)
+        return lambda x: product(x) * 1.05
+
+    monkeypatch.setattr(llama_steps, "packed_product", wrong)
+    with caplog.at_level(logging.INFO):
+        tokens = sample(tiny_lm)
+    assert warnings_about(caplog, "fused_steps+packed_weights")
+    outcome = {v.path: v.proven for v in verdicts()}
+    assert outcome["fused_steps+packed_weights"] is False and outcome["fused_steps"] is True
+    assert torch.equal(tokens, expected)
+
+
+def test_a_wrong_lean_backward_is_caught(tiny_lm, monkeypatch, caplog):
+    sequences = rollout(tiny_lm)
+    plain, plain_grads = log_probs_and_grads(tiny_lm, sequences, lean=False)
+    own = lean_layers.RMSNormFunction.backward
+
+    def wrong(ctx, grad):
+        grad_x, grad_weight, _ = own(ctx, grad)
+        return grad_x * 1.1, grad_weight, None
+
+    monkeypatch.setattr(lean_layers.RMSNormFunction, "backward", staticmethod(wrong))
+    with caplog.at_level(logging.INFO):
+        lean, lean_grads = log_probs_and_grads(tiny_lm, sequences, lean=True)
+    assert len(warnings_about(caplog, "lean_layers")) == 1
+    assert torch.equal(plain, lean)
+    assert all(torch.equal(a, b) for a, b in zip(lean_grads, plain_grads, strict=True))
+
+
+def test_a_fast_path_that_raises_is_left_out_with_its_error(tiny_lm, monkeypatch, caplog):
+    expected = plain_tokens(tiny_lm)
+
+    def broken(*args, **kwargs):
+        raise TypeError("prefill() got an unexpected keyword argument 'cache'")
+
+    monkeypatch.setattr(llama_steps.LlamaSteps, "prefill", broken)
+    with caplog.at_level(logging.INFO):
+        tokens = sample(tiny_lm)
+    assert torch.equal(tokens, expected)
+    failed = [v for v in verdicts() if v.path.startswith("fused_steps")]
+    assert failed and all(v.error.startswith("TypeError") for v in failed)
+    assert "unexpected keyword argument" in warnings_about(caplog, "fused_steps")[0].getMessage()
+
+
+def test_each_path_is_probed_once_per_kind_of_network(tiny_lm, monkeypatch):
+    checks = []
+    own = lean_layers.check_lean_layers
+    monkeypatch.setattr(lean_layers, "check_lean_layers", lambda n: checks.append(n) or own(n))
+    sequences = rollout(tiny_lm)
+    for _ in range(3):
+        tiny_lm.log_probs(sequences)
+    assert len(checks) == 1
+    sample(tiny_lm)
+    sample(tiny_lm)
+    assert len({(v.path, v.network) for v in verdicts()}) == len(verdicts())
+
+
+def test_the_probe_leaves_the_random_state_and_the_mode_alone(tiny_lm):
+    network = tiny_lm.network.train()
+    state = torch.get_rng_state()
+    assert proven("shared_prompt", network, lambda: float(network.training))  # eval mode...
+    assert proven("lean_layers", network, lambda: lean_layers.check_lean_layers(network))
+    assert torch.equal(torch.get_rng_state(), state)
+    assert network.training  # ...and the mode comes back
+
+
+def test_a_difference_that_is_not_a_number_is_not_within_tolerance(tiny_lm, caplog):
+    with caplog.at_level(logging.INFO):
+        assert not proven("planted", tiny_lm.network, lambda: float("nan"))
+    assert warnings_about(caplog, "planted")
+
+
+def test_kinds_of_network_and_their_tolerances(tiny_lm):
+    lm = lora_lm(tiny_lm)
+    assert network_kind(tiny_lm.network) == "LlamaForCausalLM(128x4, float32, cpu)"
+    assert network_kind(lm.network) == "LlamaForCausalLM(128x4, float32, cpu)+lora"
+    assert probe.tolerance_of(tiny_lm.network) == TOLERANCE[torch.float32]
