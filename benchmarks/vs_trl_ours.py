@@ -183,6 +183,9 @@ def run_speed(spec: dict[str, Any]) -> RunResult:
     started = time.perf_counter()
     train(cfg)
     history = metric_history(cfg, ["completions/mean_length", "reward", "frac_reward_zero_std"])
+    from src.model.fast.probe import verdicts
+
+    probes = verdicts()
     return RunResult(
         framework="ours",
         shape=shape.name,
@@ -202,6 +205,8 @@ def run_speed(spec: dict[str, Any]) -> RunResult:
             "skip_zero_advantage": bool(cfg.algo.skip_zero_advantage),
             "compiled": bool(cfg.model.get("compile", False)),
             "max_tokens_per_pass": cfg.algo.max_tokens_per_pass,
+            "probe_seconds": sum(v.seconds for v in probes),
+            "fast_paths": {v.path: v.proven for v in probes},
         },
     )
 

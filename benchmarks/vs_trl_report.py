@@ -100,6 +100,16 @@ def text_table(group: dict[str, Any]) -> str:
     )
     lines += [f"note: {note}" for note in group.get("notes", [])]
     for run in runs:
+        details = run.get("details", {})
+        if "probe_seconds" in details:
+            paths = ", ".join(
+                f"{k} {'on' if v else 'OFF'}" for k, v in details["fast_paths"].items()
+            )
+            lines.append(
+                f"fast-path probes, {label(run)} round {run['round']}: "
+                f"{details['probe_seconds']:.2f} s ({paths})"
+            )
+    for run in runs:
         lines.append(
             f"reward per step, {label(run)} round {run['round']}: {rounded(run['rewards'])}"
         )
