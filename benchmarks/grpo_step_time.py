@@ -1,7 +1,7 @@
-"""Median seconds per GRPO step of the real training path, for comparison with TRL.
+"""Median seconds per GRPO step of the real training path, ours alone.
 
-DESIGN.md section 8 gives TRL 1.16's GRPOTrainer on this CPU: tiny 1.1M model, B 8, G 8,
-64 completion tokens: 0.78 s/step. This runs the same shape through `src.train.train` (no
+The shape is configuration (a) of `benchmarks/vs_trl.py` (tiny 1.1M model, B 8, G 8, 64
+completion tokens), which times TRL's GRPOTrainer beside it. This runs it through `src.train.train` (no
 warm start, so completions run to the length limit) and prints the median `step_time`
 (rollout + update) and the wall-clock time per step including logging.
 

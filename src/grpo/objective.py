@@ -1,4 +1,4 @@
-"""The GRPO objective as pure tensor functions (DESIGN.md section 4).
+"""The GRPO objective as pure tensor functions; docs/objective.md states every formula.
 
 Nothing here knows about models or configs, so every term can be checked by hand in tests.
 Shapes: N = B * G completions, T = completion length; completions of prompt i sit at rows

@@ -1,4 +1,4 @@
-"""Hand-computed checks of the GRPO objective (DESIGN.md section 4)."""
+"""Hand-computed checks of the GRPO objective (docs/objective.md)."""
 
 import math
 
@@ -225,7 +225,7 @@ def test_kl_gradient_is_beta_times_one_minus_reference_over_policy():
 
 
 def reference_loss(logps, old, ref, advantages, mask, beta, eps_low, eps_high, loss_type, max_len):
-    """The objective of DESIGN.md section 4 written token by token, for comparison."""
+    """The objective of docs/objective.md written token by token, for comparison."""
     terms = [[None] * logps.size(1) for _ in range(logps.size(0))]
     for i in range(logps.size(0)):
         for t in range(logps.size(1)):

@@ -14,6 +14,7 @@ and its cost are logged once and kept in `verdicts()`.
 from __future__ import annotations
 
 import logging
+import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -43,6 +44,9 @@ class Verdict:
 
 _verdicts: dict[tuple[str, str], Verdict] = {}
 
+# a comma-separated list of fast paths to leave out without probing, or `all`
+OFF_VARIABLE = "GRPO_FAST_PATHS_OFF"
+
 
 def proven(path: str, network: nn.Module, check: Callable[[], float]) -> bool:
     """Whether fast path `path` may run on `network`: `check()` (the largest difference
@@ -50,8 +54,20 @@ def proven(path: str, network: nn.Module, check: Callable[[], float]) -> bool:
     network asks, and its verdict kept for the process."""
     key = (path, network_kind(network))
     if key not in _verdicts:
-        _verdicts[key] = _run(path, key[1], network, check)
+        if turned_off(path):
+            log.info("fast path %s turned off by %s", path, OFF_VARIABLE)
+            _verdicts[key] = Verdict(path, key[1], False, float("nan"), 0.0, 0.0, "turned off")
+        else:
+            _verdicts[key] = _run(path, key[1], network, check)
     return _verdicts[key].proven
+
+
+def turned_off(path: str) -> bool:
+    """Whether $GRPO_FAST_PATHS_OFF names the path, one of its parts (`fused_steps` for
+    `fused_steps+packed_weights`), or `all`: for a run that must take the plain path, or to
+    measure what a fast path earns."""
+    names = {name.strip() for name in os.environ.get(OFF_VARIABLE, "").split(",")}
+    return "all" in names or any(part in names for part in path.split("+"))
 
 
 def _run(path: str, kind: str, network: nn.Module, check: Callable[[], float]) -> Verdict:

@@ -99,7 +99,7 @@ def test_every_fast_path_on_gives_the_plain_paths_tokens_and_log_probs(tiny_lm, 
     paths = {v.path for v in verdicts() if v.proven}
     fused = "fused_steps+packed_weights" if packed.can_pack(8) else "fused_steps"
     assert {fused, "lean_layers", "shared_prompt"} <= paths
-    assert all(v.proven and v.seconds < 5 for v in verdicts())
+    assert all(v.proven for v in verdicts())
 
 
 def test_an_attention_that_drops_the_cache_is_caught(tiny_lm, monkeypatch, caplog):
@@ -228,3 +228,16 @@ def test_kinds_of_network_and_their_tolerances(tiny_lm):
     assert network_kind(tiny_lm.network) == "LlamaForCausalLM(128x4, float32, cpu)"
     assert network_kind(lm.network) == "LlamaForCausalLM(128x4, float32, cpu)+lora"
     assert probe.tolerance_of(tiny_lm.network) == TOLERANCE[torch.float32]
+
+
+def test_the_environment_turns_paths_off_without_probing(tiny_lm, monkeypatch):
+    monkeypatch.setenv("GRPO_FAST_PATHS_OFF", "fused_steps, cache_room")
+    expected = plain_tokens(tiny_lm)
+    checks = []
+    assert not proven("fused_steps+packed_weights", tiny_lm.network, lambda: checks.append(1))
+    assert torch.equal(sample(tiny_lm), expected)
+    assert checks == []
+    off = {v.path for v in verdicts() if v.error == "turned off"}
+    assert off == {"fused_steps+packed_weights", "fused_steps", "cache_room"}
+    monkeypatch.setenv("GRPO_FAST_PATHS_OFF", "all")
+    assert not proven("lean_layers", tiny_lm.network, lambda: 0.0)
