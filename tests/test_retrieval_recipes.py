@@ -127,7 +127,7 @@ def test_reader_trains_with_overlap_rewards(make_cfg, tmp_path):
 @pytest.mark.parametrize(
     ("overrides", "error", "message"),
     [
-        (["hardware=[cpu]"], ConfigError, "model.lora is null"),
+        (["model.lora=null"], ConfigError, "model.lora is null"),
         (["sft.enabled=true"], ConfigError, "sft.enabled=false"),
         (["algo.top_k_ratio=0"], ConfigError, "algo.top_k_ratio"),
         (["algo.kl_beta=0", "algo.ref_model_path=/nowhere"], ConfigError, "algo.kl_beta is 0"),
@@ -140,6 +140,13 @@ def test_settings_that_cannot_work(make_cfg, overrides, error, message):
     )
     with pytest.raises(error, match=message):
         check_settings(cfg)
+
+
+def test_the_rewriter_task_brings_the_lora_its_role_needs(make_cfg):
+    cfg = make_cfg("task=medqa_rewriter")  # model=tiny, hardware=[cpu]: no LoRA of their own
+    check_settings(cfg)
+    assert cfg.model.lora.r == 16 and cfg.model.lora.lora_dropout == 0.0
+    assert "tiny_llama" in cfg.model.name_or_path
 
 
 def test_a_retrieval_role_without_a_retriever(make_cfg):

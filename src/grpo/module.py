@@ -8,6 +8,7 @@ only through `PolicyNetwork`, the sampler through `Sampler` and the role through
 
 from __future__ import annotations
 
+import logging
 import math
 import time
 import warnings
@@ -50,6 +51,8 @@ from src.utils.distributed import (
 from src.utils.errors import ConfigError
 from src.utils.rng import rng_states, set_rng_states
 from src.utils.timing import phase, phase_timer
+
+log = logging.getLogger(__name__)
 
 # Checkpoints taken after the step's updates are exactly what resuming needs.
 warnings.filterwarnings("ignore", message="Using ModelCheckpoint with manual optimization")
@@ -148,6 +151,10 @@ class GRPOModule(L.LightningModule):
         self.num_tokens = int(state.get("num_tokens", 0))
         self.nonfinite.load_state_dict(state)
         self.restored_rng = state.get("rng")
+
+    def on_fit_start(self) -> None:
+        trained = sum(p.numel() for p in self.lm.trainable_parameters())
+        log.info("GRPO trains %s parameters of the policy", f"{trained:,}")
 
     def on_train_start(self) -> None:
         # Restored here rather than on load: nothing else draws from them before the next step.

@@ -1,10 +1,10 @@
-"""The decoding loop of the hf sampler: each prompt is read once, its G completions continue
-from copies of its key/value cache, and each token is drawn with one uniform number.
+"""The decoding loop of the hf sampler: each prompt is read once for its G completions
+(`src.model.steps.Steps`), and each token is drawn with one uniform number.
 
 `generate` would repeat every prompt G times and run the full prefill for each copy, and its
-multinomial draw costs one exponential variate per vocabulary entry and row (25 ms per step at
-SmolLM2's 49k vocabulary on two CPU cores). The loop below does the same sampling with G times
-less prefill and an inverse-CDF draw; `tests/rollout/test_decode.py` holds it to `generate`.
+multinomial draw costs one exponential variate per vocabulary entry and row, a cost that grows
+with the vocabulary. The loop below does the same sampling with G times less prefill and an
+inverse-CDF draw; `tests/rollout/test_decode.py` holds it to `generate`.
 """
 
 from __future__ import annotations

@@ -22,6 +22,7 @@ from src.runs.resume import ResumePoint
 from src.runs.settings import check_settings
 from src.utils.allocator import keep_freed_memory
 from src.utils.config import build
+from src.utils.quiet import quiet_foreign_lines
 
 log = logging.getLogger(__name__)
 
@@ -44,6 +45,7 @@ def build_run_parts(cfg: DictConfig, resume: ResumePoint | None = None) -> RunPa
     reward, sampler and loggers; continuing from `resume`, the MLflow loggers reopen the
     checkpoint's run."""
     check_settings(cfg)
+    quiet_foreign_lines()
     if cfg.get("keep_freed_memory", True):
         keep_freed_memory()  # before any model or batch is allocated
     notes = resolve_stage_checkpoints(cfg)  # e.g. generator_checkpoint: given, cached, or to train

@@ -11,6 +11,7 @@ import atexit
 import logging
 import os
 import secrets
+import signal
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +27,7 @@ from src.tracking.sweep import (
     swept_keys,
 )
 from src.utils.config import plain
+from src.utils.stopping import Stopped
 
 log = logging.getLogger(__name__)
 
@@ -36,13 +38,16 @@ class MlflowSweepCallback(Callback):
     """Opens the sweep's parent run before the first job and, after the last, lists the jobs'
     runs in it (`children.json`, tags `jobs_*`, `best_run_id`, metric `best/<metric>`).
 
-    A job left RUNNING (its process was killed) is marked FAILED. If the sweep itself dies, the
-    parent is closed FAILED at interpreter exit. Failed jobs are logged at the end as errors;
-    Hydra does not let a callback change the exit status.
+    A job left RUNNING (its process was killed) is marked FAILED. If the sweep itself ends
+    early, the parent is closed at interpreter exit, its children listed: KILLED when a signal
+    stopped it (SIGTERM, Ctrl-C: the job running then is KILLED too), FAILED otherwise. Failed
+    jobs are logged at the end as errors; Hydra does not let a callback change the exit status.
     """
 
     def __init__(self) -> None:
         self._state: dict[str, Any] | None = None
+        self._signal: int | None = None  # the signal that stopped the sweep, if one did
+        self._previous: dict[int, Any] = {}
 
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
         from mlflow import MlflowClient
@@ -93,6 +98,7 @@ class MlflowSweepCallback(Callback):
             "minimize": str(direction).lower() == "minimize",
         }
         atexit.register(self._close_after_crash)
+        self._catch_signals()
         log.info(
             "Sweep %s: parent MLflow run %s in experiment '%s'; swept: %s",
             sweep_id,
@@ -112,10 +118,31 @@ class MlflowSweepCallback(Callback):
                 "; ".join(f"job {row['job']}: {row['error']}" for row in failed),
             )
 
+    def _catch_signals(self) -> None:
+        """SIGTERM and Ctrl-C stop the sweep as `Stopped` (SIGTERM's default would end the
+        process without the interpreter's exit, leaving the parent RUNNING), and the signal is
+        noted. A job's own handlers (a checkpoint after the step) take over while it trains
+        and give these back after; a stop they make is seen in its KILLED run."""
+
+        def stop(signum: int, frame: Any) -> None:
+            self._signal = signum
+            raise Stopped(f"{signal.Signals(signum).name}: the sweep was stopped", signum)
+
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            try:
+                self._previous[signum] = signal.signal(signum, stop)
+            except ValueError:  # not the main thread: the launcher's own handling stays
+                self._previous.pop(signum, None)
+
+    def _restore_signals(self) -> None:
+        for signum, handler in self._previous.items():
+            signal.signal(signum, handler)
+        self._previous = {}
+
     def _close_after_crash(self) -> None:
         """At interpreter exit: the sweep ended without `on_multirun_end`."""
         if self._state is not None:
-            log.error("The sweep stopped before its end; closing its parent run as FAILED")
+            log.error("The sweep stopped before its end; closing its parent run")
             self._close(aborted=True)
 
     def _close(self, aborted: bool) -> list[dict[str, Any]]:
@@ -126,6 +153,7 @@ class MlflowSweepCallback(Callback):
         if state is None:
             return []
         atexit.unregister(self._close_after_crash)
+        self._restore_signals()
         os.environ.pop(SWEEP_ENV, None)
         client = MlflowClient(tracking_uri=state["tracking_uri"])
         rows = [
@@ -148,7 +176,10 @@ class MlflowSweepCallback(Callback):
         optuna_results = Path(state["sweep_dir"]) / OPTUNA_RESULTS
         if optuna_results.exists():
             client.log_artifact(parent, str(optuna_results))
-        client.set_terminated(parent, "FAILED" if aborted else "FINISHED")
+        stopped = self._signal is not None or any(row["status"] == "KILLED" for row in rows)
+        client.set_terminated(
+            parent, ("KILLED" if stopped else "FAILED") if aborted else "FINISHED"
+        )
         self._log_summary(state, rows)
         return failed
 
