@@ -161,7 +161,7 @@ MUTATIONS = [
         "src/model/saved.py",
         '            "name_or_path": str(folder),\n',
         "",
-        ("tests/test_medmcqa.py::test_evaluate_scores_a_saved_full_model_not_the_base",),
+        ("tests/recipes/test_medmcqa.py::test_evaluate_scores_a_saved_full_model_not_the_base",),
     ),
     Mutation(
         "held-out accuracy scored on training rows",

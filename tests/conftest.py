@@ -21,7 +21,7 @@ from src.model.tiny import build_tiny_llama
 from src.runs.parts import build_run_parts
 from src.sft.warm_start import warm_start
 from src.utils.compose import compose_train_config
-from tests.dense_reward import OVERRIDES as DENSE_REWARD
+from tests.helpers.dense_reward import OVERRIDES as DENSE_REWARD
 
 # A run small enough for a 2-core CPU: no warm start, 2 prompts x 4 completions, 4 tokens,
 # and a reward the untrained model earns some of the time, so every update moves the weights.

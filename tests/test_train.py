@@ -19,7 +19,8 @@ from src.data.files import DataFileError
 from src.reward.accuracy import extract_final_number
 from src.train import train
 from src.utils.resolvers import PROJECT_ROOT
-from tests.compare import greedy_answers
+from tests.helpers.compare import greedy_answers
+from tests.helpers.mlflow_runs import history, only_run
 
 STEP_METRICS = [
     "reward",
@@ -48,17 +49,9 @@ STEP_METRICS = [
 ]
 
 
-def only_run(cfg) -> mlflow.entities.Run:
-    client = mlflow.MlflowClient(tracking_uri=cfg.paths.mlflow_uri)
-    experiment = client.get_experiment_by_name(cfg.task_name)
-    runs = client.search_runs([experiment.experiment_id])
-    assert len(runs) == 1
-    return runs[0]
-
-
 def metric_steps(cfg, run, name) -> list[int]:
     client = mlflow.MlflowClient(tracking_uri=cfg.paths.mlflow_uri)
-    return sorted(m.step for m in client.get_metric_history(run.info.run_id, name))
+    return sorted(m.step for m in client.get_history(run.info.run_id, name))
 
 
 def test_two_grpo_steps_leave_a_full_mlflow_record(make_cfg):
@@ -87,11 +80,6 @@ def test_two_grpo_steps_leave_a_full_mlflow_record(make_cfg):
     assert len(table["data"]) == 2 * 4  # B prompts x G completions
 
 
-def metric_history(cfg, run, name) -> dict[int, float]:
-    client = mlflow.MlflowClient(tracking_uri=cfg.paths.mlflow_uri)
-    return {m.step: m.value for m in client.get_metric_history(run.info.run_id, name)}
-
-
 def test_kl_lora_and_several_iterations(make_cfg, monkeypatch):
     passes = []
     original = grpo_module.token_passes
@@ -108,9 +96,9 @@ def test_kl_lora_and_several_iterations(make_cfg, monkeypatch):
     train(cfg)
     run = only_run(cfg)
     assert metric_steps(cfg, run, "loss") == [1, 2, 3, 4]
-    assert all(math.isfinite(value) for value in metric_history(cfg, run, "loss").values())
+    assert all(math.isfinite(value) for value in history(cfg, run, "loss").values())
     assert len(passes) == 4 and all(len(p) >= 2 for p in passes)
-    kl = metric_history(cfg, run, "kl")
+    kl = history(cfg, run, "kl")
     assert kl[1] == pytest.approx(0.0, abs=1e-9)  # a fresh adapter: the policy is the reference
     # Later updates have moved away from the reference: the disabled adapter, not the policy
     # as it was when the rollout was sampled (step 3 is the first update of the 2nd rollout).
@@ -121,7 +109,7 @@ def test_kl_lora_and_several_iterations(make_cfg, monkeypatch):
 def test_frozen_reference_copy_without_lora(make_cfg):
     cfg = make_cfg("algo.kl_beta=0.05", "algo.loss_type=dr_grpo", "algo.scale_rewards=none")
     train(cfg)
-    kl = metric_history(cfg, only_run(cfg), "kl")
+    kl = history(cfg, only_run(cfg), "kl")
     assert kl[1] == 0.0  # the reference is a copy of the starting weights ...
     assert kl[2] > 1e-5  # ... which stays where it was while the policy moves
 
@@ -155,8 +143,8 @@ def test_held_out_accuracy_is_that_of_the_policys_greedy_answers(make_cfg, warm_
     decoding each held-out question alone: the right rows, the right model, the right score."""
     cfg = make_cfg(*warm_tiny, "data.val_size=32", "algo.max_completion_length=8")
     train(cfg)
-    history = metric_history(cfg, only_run(cfg), "eval/accuracy")
-    assert sorted(history) == [0, 2]
+    accuracy = history(cfg, only_run(cfg), "eval/accuracy")
+    assert sorted(accuracy) == [0, 2]
     data = instantiate(cfg.data)
     data.prepare_rows()
     prompts = instantiate(cfg.policy).prompts(data.val_rows)
@@ -166,8 +154,8 @@ def test_held_out_accuracy_is_that_of_the_policys_greedy_answers(make_cfg, warm_
             extract_final_number(answer) == row["answer"]
             for answer, row in zip(answers, data.val_rows, strict=True)
         ]
-        assert history[step] == pytest.approx(sum(right) / len(right)), step
-    assert 0.1 < history[0] < 0.9  # some right and some wrong: another row or model would show
+        assert accuracy[step] == pytest.approx(sum(right) / len(right)), step
+    assert 0.1 < accuracy[0] < 0.9  # some right and some wrong: another row or model would show
 
 
 @pytest.mark.parametrize(
@@ -242,7 +230,7 @@ def test_four_bit_lora_spelling(make_cfg):
     train(cfg)
     run = only_run(cfg)
     assert metric_steps(cfg, run, "loss") == [1, 2]
-    kl = metric_history(cfg, run, "kl")
+    kl = history(cfg, run, "kl")
     assert kl[1] == 0.0 and kl[2] > 1e-5  # the 4-bit base under the disabled adapter
 
 
@@ -268,8 +256,8 @@ def test_command_line_overrides_and_data_path(tmp_path):
     params = run.data.params
     assert params["data.path"] == str(path) and params["data_report.val_rows"] == "4"
     assert (params["algo.kl_beta"], params["algo.group_size"]) == ("0.1", "4")
-    assert [m.step for m in client.get_metric_history(run.info.run_id, "kl")] == [1, 2]
-    assert sorted(m.step for m in client.get_metric_history(run.info.run_id, "eval/accuracy")) == [
+    assert [m.step for m in client.get_history(run.info.run_id, "kl")] == [1, 2]
+    assert sorted(m.step for m in client.get_history(run.info.run_id, "eval/accuracy")) == [
         0,
         2,
     ]

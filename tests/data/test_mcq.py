@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
@@ -13,6 +12,7 @@ from src.data.hub import SAMPLES_DIR, hub_splits
 from src.data.mcq import clean_rows
 from src.data.medmcqa import MedMCQA
 from src.data.medqa import MedQA
+from tests.helpers.files import write_jsonl
 
 MEDMCQA_ROW = {
     "id": "x1",
@@ -34,12 +34,6 @@ MEDQA_ROW = {
     "answer": "Radial",
     "meta_info": "step1",
 }
-
-
-def write_jsonl(path: Path, rows: list[dict | str]) -> Path:
-    lines = [row if isinstance(row, str) else json.dumps(row) for row in rows]
-    path.write_text("\n".join(lines) + "\n")
-    return path
 
 
 def test_medmcqa_row_becomes_canonical() -> None:

@@ -22,6 +22,7 @@ from src.retrieval.hit import Hit
 from src.reward.combine import CombinedReward
 from src.rollout.hf import HFSampler
 from src.rollout.rollout import Rollout
+from tests.helpers.models import lora_lm as moved_lora_lm
 
 DOCS = [
     Document("d1", "Anthrax", "Anthrax is caused by Bacillus anthracis."),
@@ -69,15 +70,8 @@ def make_rewriter(tmp_path, retriever=None, **settings) -> Rewriter:
 
 @pytest.fixture(scope="module")
 def lora_lm(tiny_lm):
-    lm = load_causal_lm(
-        tiny_lm.network.name_or_path,
-        lora={"r": 4, "lora_alpha": 8, "target_modules": ["q_proj", "v_proj"]},
-    )
-    torch.manual_seed(0)
-    for name, parameter in lm.named_parameters():
-        if "lora_B" in name:  # a trained-looking adapter, so adapter on and off differ
-            parameter.data.normal_(0, 0.5)
-    return lm
+    # a trained-looking adapter, so adapter on and off differ
+    return moved_lora_lm(tiny_lm, target_modules=["q_proj", "v_proj"], std=0.5)
 
 
 def test_plans_are_generated_once_then_read_from_the_cache(tmp_path, lora_lm, monkeypatch):

@@ -12,7 +12,7 @@ from src.model.char_judge import CharJudge
 from src.pretraining.stages import resolve_stage_checkpoints
 from src.runs.parts import build_run_parts
 from src.utils.errors import ConfigError, MissingFileError
-from tests.char_diffusion import SMALL
+from tests.helpers.char_diffusion import SMALL
 
 TINY_NET = {"max_length": 24, "hidden_size": 32, "num_layers": 1, "num_heads": 2}
 

@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
-
 import pytest
 
 from src.data.files import DataFileError
@@ -15,11 +12,7 @@ from src.retrieval.corpus import (
     load_corpus,
 )
 from src.utils.errors import ConfigError, MissingFileError, UserError
-
-
-def write_jsonl(path: Path, rows: list[dict]) -> Path:
-    path.write_text("".join(json.dumps(row) + "\n" for row in rows))
-    return path
+from tests.helpers.files import write_jsonl
 
 
 def test_jsonl_rows_become_documents_with_defaults(tmp_path):

@@ -31,6 +31,7 @@ from src.rollout.vllm import (
 )
 from src.utils.config import build
 from src.utils.errors import ConfigError
+from tests.helpers.models import lora_lm as fresh_lora_lm
 
 PROMPTS = ["What is 1 + 2?\nAnswer:", "Hi", "The quick brown fox"]
 GROUP = 4
@@ -235,9 +236,7 @@ def test_4bit_base_is_recognised():
 
 @pytest.fixture
 def lora_lm(tiny_lm):
-    return load_causal_lm(
-        tiny_lm.network.name_or_path, lora={"r": 4, "lora_alpha": 8, "target_modules": ["q_proj"]}
-    )
+    return fresh_lora_lm(tiny_lm, target_modules=["q_proj"], std=0)
 
 
 def test_base_path_and_adapter_state(tiny_lm, lora_lm):

@@ -7,7 +7,12 @@ from pathlib import Path
 import mlflow
 
 from src.train import train
-from tests.compare import assert_updates_were_not_trivial, histories, max_difference, weights
+from tests.helpers.compare import (
+    assert_updates_were_not_trivial,
+    histories,
+    max_difference,
+    weights,
+)
 
 WATCHED = [
     "reward", "reward_std", "completions/mean_length", "entropy", "kl", "loss", "grad_norm",

@@ -4,7 +4,7 @@ given the same global batch and seed: every logged figure, step by step, for the
 included, each logged once; and a checkpoint of the two-process run resumes to the same
 figures.
 
-Completions come from `tests.scripted_sampler`, which depends only on the prompt, so both
+Completions come from `tests.helpers.scripted_sampler`, which depends only on the prompt, so both
 runs train on the same tokens and any difference is the distributed reduction's.
 """
 
@@ -15,16 +15,16 @@ from pathlib import Path
 
 import pytest
 
-from tests.compare import assert_updates_were_not_trivial, histories, timed
+from tests.helpers.compare import assert_updates_were_not_trivial, histories, timed
+from tests.helpers.training_process import start_training
 from tests.runs.test_resume import finish, only_run
-from tests.training_process import start_training
 
 TWO_PROCESSES = ["trainer.devices=2", "trainer.strategy=ddp"]
 RUN = [
     "model=tiny", "sft.enabled=false", "data.batch_size=4", "data.val_size=10",
     "data.eval_batch_size=3", "algo.group_size=4", "algo.max_completion_length=6",
-    "+reward.functions.printable._target_=tests.dense_reward.PrintableShare",
-    "rollout._target_=tests.scripted_sampler.ScriptedSampler",
+    "+reward.functions.printable._target_=tests.helpers.dense_reward.PrintableShare",
+    "rollout._target_=tests.helpers.scripted_sampler.ScriptedSampler",
     "algo.optimizer.lr=3e-3", "algo.scheduler.name=constant", "algo.samples_every_n_steps=2",
     "trainer.val_check_interval=2", "callbacks.checkpoint.every_n_train_steps=2",
 ]  # fmt: skip

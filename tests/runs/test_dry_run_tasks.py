@@ -10,7 +10,7 @@ import pytest
 
 from src.train import train
 from src.utils.resolvers import PROJECT_ROOT
-from tests.char_diffusion import SMALL as CHAR_DIFFUSION
+from tests.helpers.char_diffusion import SMALL as CHAR_DIFFUSION
 
 TASKS = sorted(path.stem for path in (PROJECT_ROOT / "conf" / "task").glob("*.yaml"))
 MEDQA_SAMPLE = PROJECT_ROOT / "src" / "data" / "samples" / "medqa_sample.jsonl"

@@ -11,16 +11,13 @@ from src.grpo.nonfinite import NonFiniteTrainingError
 from src.reward.accuracy import AnswerAccuracy
 from src.reward.combine import RewardError
 from src.train import train
+from tests.helpers.mlflow_runs import history
 
 
 def the_run(cfg) -> tuple[mlflow.MlflowClient, mlflow.entities.Run]:
     client = mlflow.MlflowClient(tracking_uri=cfg.paths.mlflow_uri)
     (run,) = client.search_runs([client.get_experiment_by_name(cfg.task_name).experiment_id])
     return client, run
-
-
-def history(client, run, name) -> dict[int, float]:
-    return {m.step: m.value for m in client.get_metric_history(run.info.run_id, name)}
 
 
 @pytest.fixture
@@ -53,11 +50,11 @@ def test_on_error_zero_scores_and_counts_reward_errors(make_cfg, accuracy_fails_
     train(cfg)
     client, run = the_run(cfg)
     assert run.info.status == "FINISHED"
-    errors = history(client, run, "rewards/accuracy/errors")
+    errors = history(cfg, run, "rewards/accuracy/errors")
     assert sorted(errors) == [1, 2, 3]
     # The step-0 evaluation used call 1; training calls 2, 3, 4 fail on 3 only: 8 outcomes.
     assert list(errors.values()) == [0.0, 8.0, 0.0]
-    assert history(client, run, "rewards/accuracy/mean")[2] == 0.0
+    assert history(cfg, run, "rewards/accuracy/mean")[2] == 0.0
 
 
 def test_a_non_finite_loss_or_gradient_skips_the_update(make_cfg, monkeypatch):
@@ -89,9 +86,9 @@ def test_a_non_finite_loss_or_gradient_skips_the_update(make_cfg, monkeypatch):
     assert run.info.status == "FINISHED"
     # Two skipped updates, then the second real one: four rollouts for two steps.
     assert seen["loss"] == 4
-    assert history(client, run, "skipped_steps") == {1: 0.0, 2: 2.0}
-    assert sorted(history(client, run, "loss")) == [1, 2]
-    grad_norms = history(client, run, "grad_norm")
+    assert history(cfg, run, "skipped_steps") == {1: 0.0, 2: 2.0}
+    assert sorted(history(cfg, run, "loss")) == [1, 2]
+    grad_norms = history(cfg, run, "grad_norm")
     assert sorted(grad_norms) == [1, 2] and all(0 < v < float("inf") for v in grad_norms.values())
     # The first update moved the weights; the two skipped ones left them alone.
     assert not all(torch.equal(a, b) for a, b in zip(snapshots[0], snapshots[1], strict=True))

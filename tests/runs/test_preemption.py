@@ -13,8 +13,8 @@ import pytest
 import torch
 
 from src.utils.resolvers import PROJECT_ROOT
-from tests.signal_at_step import signal_at
-from tests.training_process import TINY_RUN, start_training
+from tests.helpers.signal_at_step import signal_at
+from tests.helpers.training_process import TINY_RUN, start_training
 
 RUN = [*TINY_RUN, "callbacks.checkpoint.every_n_train_steps=1000"]
 STOPPED_AT = 3

@@ -11,7 +11,7 @@ import mlflow
 import pytest
 import torch
 
-from tests.compare import (
+from tests.helpers.compare import (
     assert_same_histories,
     assert_updates_were_not_trivial,
     checkpoint_weights,
@@ -19,8 +19,9 @@ from tests.compare import (
     max_difference,
     weights,
 )
-from tests.signal_at_step import signal_at
-from tests.training_process import TINY_RUN, start_training
+from tests.helpers.mlflow_runs import runs_in
+from tests.helpers.signal_at_step import signal_at
+from tests.helpers.training_process import TINY_RUN, start_training
 
 STEPS = 10
 KILLED_AT = 5  # after the checkpoint of step 3, before the one of step 6
@@ -45,9 +46,9 @@ def finish(process: subprocess.Popen) -> str:
 
 
 def only_run(root: Path) -> tuple[mlflow.MlflowClient, mlflow.entities.Run]:
-    client = mlflow.MlflowClient(tracking_uri=f"sqlite:///{root}/mlflow.db")
-    (run,) = client.search_runs([client.get_experiment_by_name("arithmetic").experiment_id])
-    return client, run
+    uri = f"sqlite:///{root}/mlflow.db"
+    (run,) = runs_in(uri, "arithmetic")
+    return mlflow.MlflowClient(tracking_uri=uri), run
 
 
 def checkpoint(path: Path) -> dict:

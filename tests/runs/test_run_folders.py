@@ -11,7 +11,7 @@ import pytest
 from omegaconf import OmegaConf
 
 from src.utils.compose import compose_config
-from tests.training_process import start_training
+from tests.helpers.training_process import start_training
 
 # date_time_token, e.g. 2025-01-31_14-05-09_3fa9c2
 FOLDER = re.compile(r"\d{4}-\d\d-\d\d_\d\d-\d\d-\d\d_[0-9a-f]{6}")

@@ -11,7 +11,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.mlflow_server import mlflow_server as serve
+from tests.helpers.mlflow_server import mlflow_server as serve
 
 from .conftest import SIX_JOB_STEPS
 

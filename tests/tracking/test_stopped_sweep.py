@@ -12,7 +12,7 @@ import pytest
 
 from src.tracking.sweep_callback import MlflowSweepCallback
 from src.utils.stopping import Stopped
-from tests.signal_at_step import signal_at
+from tests.helpers.signal_at_step import signal_at
 
 from .conftest import SMALL_JOB, run_train
 

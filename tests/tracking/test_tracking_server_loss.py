@@ -13,10 +13,10 @@ import mlflow
 import pytest
 
 from src.utils.resolvers import PROJECT_ROOT
-from tests.compare import assert_same_histories, assert_updates_were_not_trivial, histories
-from tests.mlflow_server import free_port, mlflow_server
-from tests.signal_at_step import signal_at
-from tests.training_process import TINY_RUN, start_training
+from tests.helpers.compare import assert_same_histories, assert_updates_were_not_trivial, histories
+from tests.helpers.mlflow_server import free_port, mlflow_server
+from tests.helpers.signal_at_step import signal_at
+from tests.helpers.training_process import TINY_RUN, start_training
 
 STEPS = 8
 LOST_AFTER = 2

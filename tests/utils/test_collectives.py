@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import socket
-
 import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
@@ -16,14 +14,9 @@ from src.utils.distributed import (
     sum_over_processes,
     world_size,
 )
+from tests.helpers.files import free_port
 
 FULL_GRADIENT = torch.arange(1.0, 8.0)  # split 3 + 4 over the two processes as FSDP shards
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 def on_each_process(process: int, port: int, results: dict) -> None:

@@ -7,24 +7,16 @@ import pytest
 import torch
 from torch import nn
 
-from src.model.causal_lm import load_causal_lm
 from src.model.fast.packed import can_pack, packed_linears
 from src.rollout.hf import HFSampler
+from tests.helpers.models import lora_lm as moved_lora_lm
 
 pytestmark = pytest.mark.skipif(not can_pack(4), reason="torch built without MKL")
 
 
 def lora_lm(tiny_lm, **lora):
-    """The tiny Llama with a LoRA adapter on every linear layer, its B matrices non-zero
-    (a fresh adapter adds nothing, which would hide a wrong merge)."""
-    lm = load_causal_lm(
-        tiny_lm.network.name_or_path,
-        lora={"r": 4, "lora_alpha": 8, "target_modules": "all-linear", **lora},
-    )
-    torch.manual_seed(1)
-    for name, parameter in lm.network.named_parameters():
-        if "lora_B" in name or "lora_magnitude" in name:
-            parameter.data.normal_(0.5 if "magnitude" in name else 0.0, 0.05)
+    """The tiny Llama with a moved adapter on every linear layer, in eval mode (decoding)."""
+    lm = moved_lora_lm(tiny_lm, **lora)
     lm.network.eval()
     return lm
 

@@ -8,28 +8,14 @@ import pytest
 import torch
 from transformers.models.llama import modeling_llama
 
-from src.model.causal_lm import load_causal_lm
 from src.model.fast import lean_layers, llama_steps, packed, probe
 from src.model.fast.probe import TOLERANCE, network_kind, proven, verdicts
 from src.model.hf_cache import CACHE
 from src.rollout.hf import HFSampler
 from src.rollout.rollout import Rollout
+from tests.helpers.models import lora_lm
 
 PROMPTS = ["What is 12 + 30?\nAnswer:", "Hi"]
-
-
-def lora_lm(tiny_lm):
-    """The tiny Llama with a moved LoRA adapter on every linear layer (a fresh adapter adds
-    nothing, which would hide a wrong merge)."""
-    lm = load_causal_lm(
-        tiny_lm.network.name_or_path,
-        lora={"r": 4, "lora_alpha": 8, "target_modules": "all-linear"},
-    )
-    torch.manual_seed(1)
-    for name, parameter in lm.network.named_parameters():
-        if "lora_B" in name:
-            parameter.data.normal_(0.0, 0.05)
-    return lm
 
 
 def sample(lm, seed=3, **settings):

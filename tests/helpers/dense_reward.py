@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 # Added to a run's config on the command line or in `make_cfg`: `reward.functions.printable`.
-OVERRIDES = ["+reward.functions.printable._target_=tests.dense_reward.PrintableShare"]
+OVERRIDES = ["+reward.functions.printable._target_=tests.helpers.dense_reward.PrintableShare"]
 
 
 class PrintableShare:

@@ -20,20 +20,10 @@ from src.runs.parts import build_run_parts
 from src.train import train
 from src.utils.config import build
 from src.utils.errors import UserError, unwrapped
-from tests.char_diffusion import SMALL
+from tests.helpers.char_diffusion import SMALL
+from tests.helpers.mlflow_runs import history, runs
 
 RECIPE_NAMES = ("pg_loss", "kl_penalty", "mean_reward", "std_reward", "mean_advantage", "mean_kl")
-
-
-def runs(cfg) -> list[mlflow.entities.Run]:
-    client = mlflow.MlflowClient(tracking_uri=cfg.paths.mlflow_uri)
-    experiment = client.get_experiment_by_name(cfg.task_name)
-    return client.search_runs([experiment.experiment_id], order_by=["attributes.start_time ASC"])
-
-
-def history(cfg, run, name) -> dict[int, float]:
-    client = mlflow.MlflowClient(tracking_uri=cfg.paths.mlflow_uri)
-    return {m.step: m.value for m in client.get_metric_history(run.info.run_id, name)}
 
 
 @pytest.mark.slow

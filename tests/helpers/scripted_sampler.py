@@ -4,7 +4,7 @@ Real sampling draws from the random generator, so one process sampling a batch a
 processes sampling its halves draw different completions. `ScriptedSampler` picks completion
 j of a prompt from a generator seeded by the prompt's text and j: whichever process holds the
 prompt, in whatever order, it gets the same tokens, so the runs can be compared step by step.
-Select it with `rollout._target_=tests.scripted_sampler.ScriptedSampler`.
+Select it with `rollout._target_=tests.helpers.scripted_sampler.ScriptedSampler`.
 """
 
 from __future__ import annotations

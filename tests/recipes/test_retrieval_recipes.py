@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import mlflow
 import pytest
 
 from src.eval import evaluate
@@ -15,6 +14,7 @@ from src.runs.settings import check_settings
 from src.train import train
 from src.utils.config import build
 from src.utils.errors import ConfigError, MissingFileError, UserError
+from tests.helpers.mlflow_runs import history, runs
 
 REWRITER = [
     "task=medqa_rewriter",
@@ -43,17 +43,6 @@ def rewriter(tmp_path) -> list[str]:
     path = tmp_path / "medqa.jsonl"
     path.write_text("\n".join(SAMPLE.read_text().splitlines()[:24]) + "\n")
     return [*REWRITER, f"data.path={path}"]
-
-
-def runs(cfg) -> list[mlflow.entities.Run]:
-    client = mlflow.MlflowClient(tracking_uri=cfg.paths.mlflow_uri)
-    experiment = client.get_experiment_by_name(cfg.task_name)
-    return client.search_runs([experiment.experiment_id], order_by=["attributes.start_time ASC"])
-
-
-def history(cfg, run, name) -> dict[int, float]:
-    client = mlflow.MlflowClient(tracking_uri=cfg.paths.mlflow_uri)
-    return {m.step: m.value for m in client.get_metric_history(run.info.run_id, name)}
 
 
 @pytest.mark.slow

@@ -20,7 +20,7 @@ from src.pipeline import run_pipeline
 from src.train import train
 from src.utils.errors import ConfigError
 from src.utils.resolvers import PROJECT_ROOT
-from tests.compare import greedy_answers
+from tests.helpers.compare import greedy_answers
 
 # The tiny model on the shipped sample: 2 questions x 2 completions, a few tokens each.
 SMALL = [

@@ -1,5 +1,5 @@
 """A training run in its own process, for the tests that signal, kill or starve it (the
-process signals itself at a chosen step: `tests.signal_at_step`)."""
+process signals itself at a chosen step: `tests.helpers.signal_at_step`)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import subprocess
 import sys
 
 from src.utils.resolvers import PROJECT_ROOT
-from tests.dense_reward import OVERRIDES as DENSE_REWARD
+from tests.helpers.dense_reward import OVERRIDES as DENSE_REWARD
 
 # The tiny model, no warm start, 2 prompts x 4 completions of at most 4 tokens per step, and a
 # reward the untrained model earns some of the time, so every update moves the weights.

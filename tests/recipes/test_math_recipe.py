@@ -10,7 +10,7 @@ import mlflow
 import pytest
 
 from src.train import train
-from tests.test_char_diffusion_recipe import history, runs
+from tests.helpers.mlflow_runs import history, runs
 
 COMPONENTS = ("length", "formulas", "concepts", "structure")
 SMALL = [
