@@ -7,6 +7,7 @@ from typing import Any
 import torch
 
 from src.model.causal_lm import CausalLM, load_causal_lm
+from src.rollout.rollout import Rollout
 
 
 def lora_lm(
@@ -26,3 +27,22 @@ def lora_lm(
             if "lora_B" in name or "lora_magnitude" in name:
                 parameter.data.normal_(0.5 if "magnitude" in name else 0.0, std)
     return lm
+
+
+def random_rollout(
+    lm: CausalLM, prompts: list[str], group_size: int = 4, width: int = 12, seed: int = 0
+) -> Rollout:
+    """`group_size` completions of `width` random byte tokens per prompt, as a sampler would
+    return them (no padding): sequences to score without sampling."""
+    batch = lm.encode_prompts(prompts)
+    rows = len(prompts) * group_size
+    generator = torch.Generator().manual_seed(seed)
+    completions = torch.randint(0, 250, (rows, width), generator=generator)
+    return Rollout(
+        prompt_ids=batch["input_ids"].repeat_interleave(group_size, dim=0),
+        prompt_mask=batch["attention_mask"].repeat_interleave(group_size, dim=0),
+        completion_ids=completions,
+        completion_mask=torch.ones_like(completions),
+        is_clipped=torch.zeros(rows, dtype=torch.bool),
+        completions=[""] * rows,
+    )

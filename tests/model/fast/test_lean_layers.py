@@ -12,7 +12,7 @@ from src.model.fast.lean_layers import (
     SiluGateDown,
     lean_layers,
 )
-from src.rollout.rollout import Rollout
+from tests.helpers.models import random_rollout
 
 
 def double(*shape, grad=True):
@@ -32,17 +32,7 @@ def test_functions_pass_gradcheck(weight_grad):
 
 
 def rollout(lm):
-    batch = lm.encode_prompts(["What is 12 + 30?\nAnswer:", "Hi"])
-    torch.manual_seed(0)
-    completions = torch.randint(0, 250, (8, 12))
-    return Rollout(
-        prompt_ids=batch["input_ids"].repeat_interleave(4, dim=0),
-        prompt_mask=batch["attention_mask"].repeat_interleave(4, dim=0),
-        completion_ids=completions,
-        completion_mask=torch.ones_like(completions),
-        is_clipped=torch.zeros(8, dtype=torch.bool),
-        completions=[""] * 8,
-    )
+    return random_rollout(lm, ["What is 12 + 30?\nAnswer:", "Hi"], width=12)
 
 
 def log_probs_and_grads(lm, sequences, lean):

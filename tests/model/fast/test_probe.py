@@ -12,8 +12,7 @@ from src.model.fast import lean_layers, llama_steps, packed, probe
 from src.model.fast.probe import TOLERANCE, network_kind, proven, verdicts
 from src.model.hf_cache import CACHE
 from src.rollout.hf import HFSampler
-from src.rollout.rollout import Rollout
-from tests.helpers.models import lora_lm
+from tests.helpers.models import lora_lm, random_rollout
 
 PROMPTS = ["What is 12 + 30?\nAnswer:", "Hi"]
 
@@ -29,16 +28,7 @@ def plain_tokens(lm):
 
 
 def rollout(lm):
-    batch = lm.encode_prompts(PROMPTS)
-    completions = torch.randint(0, 250, (8, 6), generator=torch.Generator().manual_seed(0))
-    return Rollout(
-        prompt_ids=batch["input_ids"].repeat_interleave(4, dim=0),
-        prompt_mask=batch["attention_mask"].repeat_interleave(4, dim=0),
-        completion_ids=completions,
-        completion_mask=torch.ones_like(completions),
-        is_clipped=torch.zeros(8, dtype=torch.bool),
-        completions=[""] * 8,
-    )
+    return random_rollout(lm, PROMPTS, width=6)
 
 
 def whole_sequence_log_probs(lm, sequences):

@@ -1,0 +1,97 @@
+"""What each fast path earns: our training path on the benchmark's work with each fast path left
+out in turn (`GRPO_FAST_PATHS_OFF`), all of them left out, and none, taking turns.
+
+Each run is a fresh process on the work of `benchmarks/vs_trl.py` (its configurations (a), (b),
+(c), one update pass as TRL's). Per setting: the median seconds per step over rounds, and what
+the path earns: the default's completion tokens per second over the setting's, minus one (so
+0.10 means the default is 10% faster with the path than without it). The probes' own cost at
+start-up is printed for the default.
+
+    nice .venv/bin/python benchmarks/fast_paths.py --configs a --steps 10 --rounds 3
+    nice .venv/bin/python benchmarks/fast_paths.py --configs b --steps 3 --rounds 1
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from vs_trl import ensure_model_folder, run_worker
+from vs_trl_common import SHAPES, RunResult, make_prompts
+
+OFF = "GRPO_FAST_PATHS_OFF"
+# label -> what $GRPO_FAST_PATHS_OFF says; "" is the default, every proven path on
+SETTINGS = {
+    "default": "",
+    "no lean_layers": "lean_layers",
+    "no shared_prompt": "shared_prompt",
+    "no fused_steps": "fused_steps",
+    "no packed_weights": "packed_weights",
+    "no cache_room": "cache_room",
+    "none (all off)": "all",
+}
+
+
+def measure(shape_name: str, beta: float, steps: int, rounds: int, work: Path) -> dict[str, Any]:
+    """Rounds of every setting in turn; per setting its runs' summaries."""
+    shape = SHAPES[shape_name]
+    ensure_model_folder(shape)
+    prompts = make_prompts(shape)
+    found: dict[str, list[dict[str, Any]]] = {label: [] for label in SETTINGS}
+    for round_number in range(1, rounds + 1):
+        for label, off in SETTINGS.items():
+            os.environ[OFF] = off
+            spec = {
+                "mode": "speed",
+                "framework": "ours",
+                "shape": shape_name,
+                "beta": beta,
+                "steps": steps,
+                "seed": 42,
+                "dtype": "float32",
+                "overrides": [],
+                "compile": False,
+                "prompts": prompts,
+            }
+            name = f"{shape_name}-beta{beta}-r{round_number}-{off or 'default'}"
+            found[label].append(RunResult.load(run_worker(spec, work, name)).summary())
+    os.environ.pop(OFF, None)
+    return found
+
+
+def report(shape_name: str, beta: float, found: dict[str, list[dict[str, Any]]]) -> str:
+    default_rate = statistics.median(r["tokens_per_second"] for r in found["default"])
+    lines = [
+        f"({shape_name}) beta {beta}: {SHAPES[shape_name].title}",
+        f"{'setting':<20} {'s/step':>8} {'tok/s':>8} {'earns':>7}  per round s/step",
+    ]
+    for label, runs in found.items():
+        seconds = statistics.median(r["seconds_per_step"] for r in runs)
+        rate = statistics.median(r["tokens_per_second"] for r in runs)
+        earns = "" if label == "default" else f"{default_rate / rate - 1:+.1%}"
+        rounds = ", ".join(f"{r['seconds_per_step']:.3f}" for r in runs)
+        lines.append(f"{label:<20} {seconds:>8.3f} {rate:>8.1f} {earns:>7}  {rounds}")
+    probes = [r["details"].get("probe_seconds") for r in found["default"]]
+    lines.append(f"probes at start-up, default runs: {', '.join(f'{p:.2f} s' for p in probes)}")
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--configs", default="a", help="comma-separated: a, b, c")
+    parser.add_argument("--beta", type=float, default=0.04)
+    parser.add_argument("--steps", type=int, default=10)
+    parser.add_argument("--rounds", type=int, default=3)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="fast_paths_") as scratch:
+        for name in args.configs.split(","):
+            found = measure(name, args.beta, args.steps, args.rounds, Path(scratch) / name)
+            print("\n" + report(name, args.beta, found) + "\n", flush=True)
+
+
+if __name__ == "__main__":
+    main()
