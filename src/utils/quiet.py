@@ -35,5 +35,5 @@ def quiet_foreign_lines() -> None:
     """Leave other packages' boilerplate out of a run's output (idempotent)."""
     for name in LIGHTNING_LOGGERS:
         logging.getLogger(name).addFilter(_FILTER)  # added once: addFilter skips a duplicate
-    if not any(f[1] is not None and f[1].pattern == LEAF_SPEC for f in warnings.filters):
-        warnings.filterwarnings("ignore", message=LEAF_SPEC, category=FutureWarning)
+    # at the front of the filters; the warnings module drops an identical earlier entry
+    warnings.filterwarnings("ignore", message=LEAF_SPEC, category=FutureWarning)
