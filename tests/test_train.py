@@ -51,7 +51,7 @@ STEP_METRICS = [
 
 def metric_steps(cfg, run, name) -> list[int]:
     client = mlflow.MlflowClient(tracking_uri=cfg.paths.mlflow_uri)
-    return sorted(m.step for m in client.get_history(run.info.run_id, name))
+    return sorted(m.step for m in client.get_metric_history(run.info.run_id, name))
 
 
 def test_two_grpo_steps_leave_a_full_mlflow_record(make_cfg):
@@ -256,8 +256,8 @@ def test_command_line_overrides_and_data_path(tmp_path):
     params = run.data.params
     assert params["data.path"] == str(path) and params["data_report.val_rows"] == "4"
     assert (params["algo.kl_beta"], params["algo.group_size"]) == ("0.1", "4")
-    assert [m.step for m in client.get_history(run.info.run_id, "kl")] == [1, 2]
-    assert sorted(m.step for m in client.get_history(run.info.run_id, "eval/accuracy")) == [
+    assert [m.step for m in client.get_metric_history(run.info.run_id, "kl")] == [1, 2]
+    assert sorted(m.step for m in client.get_metric_history(run.info.run_id, "eval/accuracy")) == [
         0,
         2,
     ]

@@ -26,7 +26,7 @@ REWRITER = [
     "trainer.max_steps=2",
     "trainer.val_check_interval=2",
 ]
-SAMPLE = Path(__file__).resolve().parents[1] / "src" / "data" / "samples" / "medqa_sample.jsonl"
+SAMPLE = Path(__file__).resolve().parents[2] / "src" / "data" / "samples" / "medqa_sample.jsonl"
 READER = [
     "task=reader",
     "hardware=[cpu,lora]",
