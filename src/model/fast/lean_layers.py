@@ -167,20 +167,21 @@ def lean_layers(network: nn.Module, enabled: bool = True) -> Iterator[int]:
     keep fewer tensors for backward. Yields how many modules were switched; the modules are
     restored on exit. Does nothing when `enabled` is false, without gradients (nothing is
     kept then), or when the probe has found the lean forwards wrong for this network."""
-    if not enabled or not torch.is_grad_enabled() or not _targets(network):
+    targets = _targets(network) if enabled and torch.is_grad_enabled() else []
+    if not targets or not proven("lean_layers", network, partial(check_lean_layers, network)):
         yield 0
         return
-    if not proven("lean_layers", network, partial(check_lean_layers, network)):
-        yield 0
-        return
-    with switched(network) as count:
+    with switched(network, targets) as count:
         yield count
 
 
 @contextlib.contextmanager
-def switched(network: nn.Module) -> Iterator[int]:
-    """The switch itself, unprobed (the probe and tests use it)."""
-    targets = _targets(network)
+def switched(
+    network: nn.Module, targets: list[tuple[nn.Module, Any]] | None = None
+) -> Iterator[int]:
+    """The switch itself, unprobed (the probe and tests use it), of `targets` when the caller
+    has found them already (`_targets(network)` otherwise)."""
+    targets = _targets(network) if targets is None else targets
     try:
         for module, lean in targets:
             module.forward = _when_grad(module, lean)
