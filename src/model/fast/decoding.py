@@ -6,9 +6,11 @@ or under the modules) and `cache_room` (the module cache allocated once). Each i
 same way before its first use on a kind of network: the very steps object the sampler is about
 to use decodes a probe batch for a few steps with the probe's tokens fed back (teacher
 forcing), and the log-softmaxed logits of every step are compared with those of one forward
-of the network over the same sequences, without a cache. A path that differs, or raises, is
-left out and the next one down runs; the network's own forward and cache (`ModuleSteps`)
-always can.
+of the network over the same sequences, without a cache. The one exception: packed fused
+steps on a network whose unpacked fused steps are proven already differ from them only in
+their products, so only those are compared (`fused_steps_proven`). A path that differs, or
+raises, is left out and the next one down runs; the network's own forward and cache
+(`ModuleSteps`) always can.
 """
 
 from __future__ import annotations
@@ -20,9 +22,16 @@ from functools import partial
 import torch
 from torch import nn
 
-from src.model.fast.llama_steps import LlamaSteps
+from src.model.fast.llama_steps import LlamaSteps, Product
 from src.model.fast.packed import can_pack, packable, packed_linears
-from src.model.fast.probe import log_softmax_difference, probe_input, proven
+from src.model.fast.probe import (
+    imply,
+    largest_difference,
+    log_softmax_difference,
+    probe_input,
+    proven,
+    standing,
+)
 from src.model.positions import position_ids
 from src.model.steps import ModuleSteps, Steps
 
@@ -46,8 +55,7 @@ def decoding_steps(
             steps = LlamaSteps.of(network, rows, pack)
             if steps is None:
                 break
-            path = "fused_steps+packed_weights" if pack else "fused_steps"
-            if proven(path, network, partial(teacher_forced_difference, network, steps, rows)):
+            if fused_steps_proven(network, steps, rows):
                 yield steps
                 return
     with_room = ModuleSteps(network, keeps_few_logits, make_room=True)
@@ -62,6 +70,43 @@ def decoding_steps(
                 yield steps
                 return
     yield steps
+
+
+def fused_steps_proven(network: nn.Module, steps: LlamaSteps, rows: int) -> bool:
+    """Whether `steps` may decode for `network`. The fused step's arithmetic is proven by
+    teacher forcing once per kind of network: as `fused_steps` where nothing is packed, or as
+    `fused_steps+packed_weights`, which proves `fused_steps` too (the same code, with torch's
+    public product in place of the packed one). Packed steps where `fused_steps` is already
+    proven differ from proven steps only in their products, so those are what is compared:
+    each distinct packed product with the public one (`packed_difference`)."""
+    packed = steps.packed_products()
+    forced = partial(teacher_forced_difference, network, steps, rows)
+    if not packed:
+        return proven("fused_steps", network, forced)
+    path = "fused_steps+packed_weights"
+    arithmetic = standing("fused_steps", network)
+    if arithmetic is not None and arithmetic.proven:
+        return proven(path, network, partial(packed_difference, packed, rows))
+    if proven(path, network, forced):
+        imply("fused_steps", network, by=path)
+        return True
+    return False
+
+
+@torch.no_grad()
+def packed_difference(products: list[Product], rows: int) -> float:
+    """The largest difference between each packed product and torch's public product of the
+    same weight on a fixed input of `rows` rows, relative to the largest entry of the public
+    product's output."""
+    generator = torch.Generator().manual_seed(1234)
+    largest = 0.0
+    for product in products:
+        weight = product.weight
+        x = torch.randn(rows, weight.size(1), generator=generator, dtype=weight.dtype)
+        plain = product.any(x.to(weight.device))
+        scale = float(plain.abs().max()) or 1.0
+        largest = max(largest, largest_difference(product(x.to(weight.device)), plain) / scale)
+    return largest
 
 
 @torch.no_grad()

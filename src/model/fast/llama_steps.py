@@ -56,6 +56,11 @@ class Product:
         worth = pack and can_pack(rows) and weight.numel() >= MIN_PACKED_ELEMENTS
         self._packed = packed_product(weight, self.bias, rows) if worth else None
 
+    @property
+    def packed(self) -> bool:
+        """Whether batches of `rows` rows go through the packed copy."""
+        return self._packed is not None
+
     def __call__(self, x: Tensor) -> Tensor:
         if self._packed is not None:
             return self._packed(x)
@@ -136,6 +141,17 @@ class LlamaSteps:
         if lm_head is None:
             return None
         return cls(base, layers, lm_head, rows)
+
+    def packed_products(self) -> list[Product]:
+        """One packed product of each distinct shape (weight, bias or not): what the probe of
+        the packed steps compares with torch's public product."""
+        found: dict[tuple[tuple[int, ...], bool], Product] = {}
+        products = [p for layer in self.layers for p in (layer.qkv, layer.out, layer.gate_up)]
+        products += [layer.down for layer in self.layers] + [self.lm_head]
+        for product in products:
+            if product.packed:
+                found.setdefault((tuple(product.weight.shape), product.bias is not None), product)
+        return list(found.values())
 
     def prefill(
         self, prompt_ids: Tensor, prompt_mask: Tensor, group_size: int, new_tokens: int

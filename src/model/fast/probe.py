@@ -62,6 +62,23 @@ def proven(path: str, network: nn.Module, check: Callable[[], float]) -> bool:
     return _verdicts[key].proven
 
 
+def standing(path: str, network: nn.Module) -> Verdict | None:
+    """The verdict this process has reached for `path` on this kind of network, if any."""
+    return _verdicts.get((path, network_kind(network)))
+
+
+def imply(path: str, network: nn.Module, by: str) -> None:
+    """Record `path` as proven on `network` without a probe of its own, because the proven
+    path `by` runs the same code and more (`fused_steps` is `fused_steps+packed_weights` with
+    torch's public product in place of the packed one). Nothing changes where `path` has a
+    verdict already, is turned off, or `by` is not proven."""
+    key, basis = (path, network_kind(network)), standing(by, network)
+    if key in _verdicts or turned_off(path) or basis is None or not basis.proven:
+        return
+    _verdicts[key] = Verdict(path, key[1], True, basis.difference, basis.tolerance, 0.0)
+    log.info("fast path %s proven on %s with %s", path, key[1], by)
+
+
 def turned_off(path: str) -> bool:
     """Whether $GRPO_FAST_PATHS_OFF names the path, one of its parts (`fused_steps` for
     `fused_steps+packed_weights`), or `all`: for a run that must take the plain path, or to

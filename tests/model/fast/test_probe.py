@@ -8,7 +8,7 @@ import pytest
 import torch
 from transformers.models.llama import modeling_llama
 
-from src.model.fast import lean_layers, llama_steps, packed, probe
+from src.model.fast import decoding, lean_layers, llama_steps, packed, probe
 from src.model.fast.probe import TOLERANCE, network_kind, proven, verdicts
 from src.model.hf_cache import CACHE
 from src.rollout.hf import HFSampler
@@ -136,6 +136,61 @@ def test_a_wrong_packed_product_is_caught_and_the_fused_step_runs_unpacked(
     assert warnings_about(caplog, "fused_steps+packed_weights")
     outcome = {v.path: v.proven for v in verdicts()}
     assert outcome["fused_steps+packed_weights"] is False and outcome["fused_steps"] is True
+    assert torch.equal(tokens, expected)
+
+
+def one_row(lm):
+    """Decode one row: steps that nothing packs (a matrix-vector product packs nothing)."""
+    torch.manual_seed(3)
+    sampler = HFSampler(max_completion_length=4, min_completion_length=4)
+    return sampler.sample(lm, PROMPTS[:1], 1).completion_ids
+
+
+def counting_teacher_forcing(monkeypatch):
+    calls = []
+    own = decoding.teacher_forced_difference
+
+    def counted(*args):
+        calls.append(args)
+        return own(*args)
+
+    monkeypatch.setattr(decoding, "teacher_forced_difference", counted)
+    return calls
+
+
+@pytest.mark.skipif(not packed.can_pack(8), reason="torch built without MKL")
+def test_proven_packed_steps_prove_the_unpacked_ones_without_a_probe(tiny_lm, monkeypatch):
+    sample(tiny_lm)  # 8 rows: the packed steps, proven by teacher forcing
+    calls = counting_teacher_forcing(monkeypatch)
+    one_row(tiny_lm)
+    assert calls == []
+    by_path = {v.path: v for v in verdicts()}
+    assert by_path["fused_steps"].proven and by_path["fused_steps"].seconds == 0.0
+    assert by_path["fused_steps+packed_weights"].proven
+
+
+@pytest.mark.skipif(not packed.can_pack(8), reason="torch built without MKL")
+def test_after_proven_unpacked_steps_a_wrong_packed_product_is_still_caught(
+    tiny_lm, monkeypatch, caplog
+):
+    """Packed steps after proven unpacked ones are checked product by product, not by teacher
+    forcing again; a wrong packed product is caught there and the unpacked steps decode."""
+    expected = plain_tokens(tiny_lm)
+    one_row(tiny_lm)
+    assert {v.path: v.proven for v in verdicts()}["fused_steps"] is True
+    calls = counting_teacher_forcing(monkeypatch)
+    own = packed.packed_product
+
+    def wrong(weight, bias, rows):
+        product = own(weight, bias, rows)
+        return lambda x: product(x) * 1.01
+
+    monkeypatch.setattr(llama_steps, "packed_product", wrong)
+    with caplog.at_level(logging.INFO):
+        tokens = sample(tiny_lm)
+    assert calls == []
+    assert warnings_about(caplog, "fused_steps+packed_weights")
+    assert {v.path: v.proven for v in verdicts()}["fused_steps+packed_weights"] is False
     assert torch.equal(tokens, expected)
 
 
