@@ -4,6 +4,7 @@ Lightning callback at the end of every step, its figures read back from MLflow."
 from __future__ import annotations
 
 import json
+import statistics
 import time
 from pathlib import Path
 from typing import Any
@@ -182,7 +183,10 @@ def run_speed(spec: dict[str, Any]) -> RunResult:
     STEP_ENDS.clear()
     started = time.perf_counter()
     train(cfg)
-    history = metric_history(cfg, ["completions/mean_length", "reward", "frac_reward_zero_std"])
+    phases = [f"timing/{name}" for name in ("sampling", "reward", "log_probs", "update")]
+    history = metric_history(
+        cfg, ["completions/mean_length", "reward", "frac_reward_zero_std", *phases]
+    )
     from src.model.fast.probe import verdicts
 
     probes = verdicts()
@@ -207,6 +211,13 @@ def run_speed(spec: dict[str, Any]) -> RunResult:
             "max_tokens_per_pass": cfg.algo.max_tokens_per_pass,
             "probe_seconds": sum(v.seconds for v in probes),
             "fast_paths": {v.path: v.proven for v in probes},
+            "probe_seconds_by_path": {v.path: round(v.seconds, 3) for v in probes},
+            # median seconds of each phase of a step after the first (`timing/<phase>`)
+            "phase_seconds": {
+                name.removeprefix("timing/"): round(statistics.median(values[1:] or values), 3)
+                for name in phases
+                if (values := history[name])
+            },
         },
     )
 

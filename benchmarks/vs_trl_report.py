@@ -102,13 +102,20 @@ def text_table(group: dict[str, Any]) -> str:
     for run in runs:
         details = run.get("details", {})
         if "probe_seconds" in details:
+            costs = details.get("probe_seconds_by_path", {})
             paths = ", ".join(
-                f"{k} {'on' if v else 'OFF'}" for k, v in details["fast_paths"].items()
+                f"{k} {'on' if v else 'OFF'}" + (f" {costs[k]:.2f} s" if k in costs else "")
+                for k, v in details["fast_paths"].items()
             )
             lines.append(
                 f"fast-path probes, {label(run)} round {run['round']}: "
                 f"{details['probe_seconds']:.2f} s ({paths})"
             )
+    for run in runs:
+        phases = run.get("details", {}).get("phase_seconds")
+        if phases:
+            shares = ", ".join(f"{name} {seconds:.3f}" for name, seconds in phases.items())
+            lines.append(f"seconds per phase, {label(run)} round {run['round']}: {shares}")
     for run in runs:
         lines.append(
             f"reward per step, {label(run)} round {run['round']}: {rounded(run['rewards'])}"
