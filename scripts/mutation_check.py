@@ -42,6 +42,7 @@ class Mutation:
 
 RESUME = "tests/runs/test_resume.py"
 OBJECTIVE = "tests/grpo/test_objective.py"
+ADVANTAGES = "tests/grpo/test_advantages.py"
 MUTATIONS = [
     Mutation(
         "resume without restoring the weights",
@@ -113,6 +114,20 @@ MUTATIONS = [
         "per_token = per_token + beta * kl",
         "per_token = per_token - beta * kl",
         (OBJECTIVE,),
+    ),
+    Mutation(
+        "rloo's baseline over the whole group, itself included",
+        "src/grpo/advantages.py",
+        "- groups) / (group_size - 1)",
+        "- groups) / group_size",
+        (ADVANTAGES,),
+    ),
+    Mutation(
+        "reinforce_pp whitened over completions, not tokens",
+        "src/grpo/advantages.py",
+        "weights = lengths.to(centred.dtype)",
+        "weights = torch.ones_like(centred)",
+        (ADVANTAGES,),
     ),
     Mutation(
         "logits multiplied by the temperature",

@@ -21,15 +21,10 @@ from lightning.pytorch.strategies import DDPStrategy, FSDPStrategy
 from torch import Tensor
 
 from src.evaluation.greedy import GreedyScorer
+from src.grpo.advantages import estimate_advantages, keep_top_k
 from src.grpo.metrics import RolloutRecord, rollout_metrics, sample_rows
 from src.grpo.nonfinite import NonFiniteGuard
-from src.grpo.objective import (
-    group_advantages,
-    grpo_loss,
-    keep_top_k,
-    sampler_correction,
-    to_whole_batch,
-)
+from src.grpo.objective import grpo_loss, sampler_correction, to_whole_batch
 from src.grpo.passes import token_passes
 from src.grpo.reduction import UpdatePlan, combine_passes, reduce_loss_metrics
 from src.grpo.reference import reference_log_probs, reference_policy
@@ -80,6 +75,7 @@ class GRPOModule(L.LightningModule):
         epsilon_high: float = 0.2,
         loss_type: str = "grpo",
         scale_rewards: str = "group",
+        advantage_estimator: str = "grpo",
         num_iterations: int = 1,
         max_grad_norm: float | None = 1.0,
         max_completion_length: int | None = None,
@@ -107,6 +103,7 @@ class GRPOModule(L.LightningModule):
         self.epsilon_high = epsilon_high
         self.loss_type = loss_type
         self.scale_rewards = scale_rewards
+        self.advantage_estimator = advantage_estimator
         self.num_iterations = num_iterations
         self.max_grad_norm = max_grad_norm
         self.max_completion_length = max_completion_length or sampler.max_completion_length
@@ -200,7 +197,13 @@ class GRPOModule(L.LightningModule):
         )
         rollout = episode.rollout
         record = RolloutRecord.of(episode).gathered()  # every process's rows, in rank order
-        everyone = group_advantages(record.rewards, self.group_size, self.scale_rewards)
+        everyone = estimate_advantages(
+            self.advantage_estimator,
+            record.rewards,
+            self.group_size,
+            record.lengths,
+            self.scale_rewards,
+        )
         everyone = keep_top_k(everyone, record.rewards, self.group_size, self.top_k_ratio)
         first = rank() * len(episode.rewards)  # every process holds as many rows
         advantages = everyone[first : first + len(episode.rewards)].to(self.device)

@@ -7,71 +7,10 @@ i*G ... i*G+G-1.
 
 from __future__ import annotations
 
-import math
-from fractions import Fraction
-
 import torch
 from torch import Tensor
 
 LOSS_TYPES = ("grpo", "bnpo", "dr_grpo", "dapo")
-SCALES = ("group", "batch", "none")
-
-
-def group_advantages(
-    rewards: Tensor, group_size: int, scale: str = "group", eps: float = 1e-4
-) -> Tensor:
-    """Group-relative advantages: each reward minus its group's mean, optionally scaled.
-
-    `group` divides by the group's unbiased std (GRPO), `batch` by the std of all N rewards,
-    `none` keeps the centred reward (Dr. GRPO). A group whose rewards are all equal gets zero.
-    """
-    if scale not in SCALES:
-        raise ValueError(f"scale must be one of {SCALES}, got {scale!r}")
-    if rewards.dim() != 1 or rewards.numel() % group_size != 0:
-        raise ValueError(
-            f"rewards must be 1-D with a length divisible by group_size={group_size}, "
-            f"got shape {tuple(rewards.shape)}"
-        )
-    groups = rewards.view(-1, group_size)
-    centred = (groups - groups.mean(dim=1, keepdim=True)).view(-1)
-    if scale == "group":
-        std = groups.std(dim=1, keepdim=True).expand_as(groups).reshape(-1)
-        return centred / (std + eps)
-    if scale == "batch":
-        return centred / (rewards.std() + eps)
-    return centred
-
-
-def keep_top_k(advantages: Tensor, rewards: Tensor, group_size: int, ratio: float) -> Tensor:
-    """Advantages of each group's top `ceil(ratio * G)` completions by reward; 0 for the rest.
-
-    Completions of prompt i are rows i*G .. i*G+G-1 (G = `group_size`) of `advantages` and
-    `rewards`, both 1-D of the same length N, a multiple of G. In every group the
-    k = ceil(ratio * G) completions with the highest rewards keep their advantage and the
-    other G - k get exactly 0 (so they add nothing to the loss without a KL term). Equal
-    rewards rank by position, the earlier completion first, so the choice is deterministic.
-    k is computed on ratio's decimal form (0.3 * 10 keeps 3, not the 4 of float rounding)
-    and is at least 1 for any ratio > 0 (0.01 with G = 4 keeps 1). The advantages are taken
-    as given (e.g. `group_advantages` of the whole group, so every reward still sets the
-    baseline); only which completions keep theirs changes. `ratio` 1.0 (k = G) returns
-    `advantages` itself, unchanged. Raises ValueError unless 0 < ratio <= 1 and the shapes are as above.
-    """
-    if not 0 < ratio <= 1:
-        raise ValueError(f"ratio must be in (0, 1], got {ratio!r}")
-    if rewards.dim() != 1 or rewards.numel() % group_size != 0 or advantages.shape != rewards.shape:
-        raise ValueError(
-            f"advantages and rewards must be 1-D of one length divisible by "
-            f"group_size={group_size}, got shapes {tuple(advantages.shape)} and "
-            f"{tuple(rewards.shape)}"
-        )
-    k = math.ceil(Fraction(str(float(ratio))) * group_size)
-    if k >= group_size:
-        return advantages
-    groups = rewards.detach().reshape(-1, group_size)
-    # A stable descending sort keeps equal rewards in their original order: earlier first.
-    order = torch.sort(groups, dim=1, descending=True, stable=True).indices
-    keep = torch.zeros_like(groups, dtype=torch.bool).scatter_(1, order[:, :k], True)
-    return torch.where(keep.view(-1), advantages, torch.zeros_like(advantages))
 
 
 def per_token_kl(logps: Tensor, ref_logps: Tensor) -> Tensor:

@@ -11,7 +11,8 @@ from typing import Any
 import torch
 from omegaconf import DictConfig
 
-from src.grpo.objective import LOSS_TYPES, SCALES
+from src.grpo.advantages import ESTIMATORS, SCALES
+from src.grpo.objective import LOSS_TYPES
 from src.model.causal_lm import DTYPES
 from src.utils.config import plain
 from src.utils.errors import ConfigError, MissingFileError
@@ -40,6 +41,7 @@ def check_algo_settings(
     loss_type: str,
     scale_rewards: str,
     num_iterations: int,
+    advantage_estimator: str = "grpo",
     max_nonfinite_steps: int,
     top_k_ratio: float = 1.0,
     ref_model_path: str | None = None,
@@ -96,6 +98,17 @@ def check_algo_settings(
         raise ConfigError(f"algo.loss_type must be one of {LOSS_TYPES}, got {loss_type!r}")
     if scale_rewards not in SCALES:
         raise ConfigError(f"algo.scale_rewards must be one of {SCALES}, got {scale_rewards!r}")
+    if advantage_estimator not in ESTIMATORS:
+        raise ConfigError(
+            f"algo.advantage_estimator must be one of {sorted(ESTIMATORS)}, got "
+            f"{advantage_estimator!r}"
+        )
+    if advantage_estimator != "grpo" and scale_rewards != "none":
+        raise ConfigError(
+            f"algo.scale_rewards={scale_rewards} scales the grpo estimator's advantages only; "
+            f"with algo.advantage_estimator={advantage_estimator} set algo.scale_rewards=none "
+            f"(or use algo={advantage_estimator}, which does)"
+        )
     if num_iterations < 1:
         raise ConfigError(f"algo.num_iterations must be >= 1, got {num_iterations}")
     if max_nonfinite_steps < 1:

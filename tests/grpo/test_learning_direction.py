@@ -2,7 +2,8 @@
 
 import torch
 
-from src.grpo.objective import group_advantages, grpo_loss
+from src.grpo.advantages import group_advantages
+from src.grpo.objective import grpo_loss
 from src.model.causal_lm import load_causal_lm
 from src.rollout.hf import HFSampler
 

@@ -5,13 +5,8 @@ import math
 import pytest
 import torch
 
-from src.grpo.objective import (
-    group_advantages,
-    grpo_loss,
-    keep_top_k,
-    per_token_kl,
-    sampler_correction,
-)
+from src.grpo.advantages import group_advantages, keep_top_k
+from src.grpo.objective import grpo_loss, per_token_kl, sampler_correction
 
 REWARDS = torch.tensor([1.0, 0.0, 0.0, 0.0, 1.0, 1.0, 1.0, 1.0])
 

@@ -17,6 +17,12 @@ CASES = [
     ("algo.epsilon_low=1.5", r"algo.epsilon_low must be in \[0, 1\)"),
     ("algo.loss_type=ppo", "algo.loss_type must be one of"),
     ("algo.scale_rewards=max", "algo.scale_rewards must be one of"),
+    ("algo.advantage_estimator=gae", "algo.advantage_estimator must be one of"),
+    (
+        "algo.advantage_estimator=rloo",
+        "algo.scale_rewards=group scales the grpo estimator's advantages only; .* "
+        "set algo.scale_rewards=none",
+    ),
     ("algo.num_iterations=0", "algo.num_iterations must be >= 1"),
     ("model.dtype=float8", "model.dtype must be one of"),
     ("algo.sampler_is_cap=0.5", "algo.sampler_is_cap must be >= 1"),
