@@ -28,6 +28,7 @@ from src.grpo.objective import grpo_loss, sampler_correction, to_whole_batch
 from src.grpo.passes import token_passes
 from src.grpo.reduction import UpdatePlan, combine_passes, reduce_loss_metrics
 from src.grpo.reference import reference_log_probs, reference_policy
+from src.grpo.tied import TiedGroupsWatch
 from src.model.network import PolicyNetwork, Scorer
 from src.policy.episode import run_episode
 from src.policy.role import Role
@@ -82,6 +83,7 @@ class GRPOModule(L.LightningModule):
         samples_every_n_steps: int = 50,
         skip_zero_advantage: bool = True,
         max_nonfinite_steps: int = 3,
+        warn_tied_rollouts: int = 10,
         top_k_ratio: float = 1.0,
         ref_model_path: str | None = None,
         metric_aliases: dict[str, str] | None = None,
@@ -111,6 +113,7 @@ class GRPOModule(L.LightningModule):
         self.samples_every_n_steps = samples_every_n_steps
         self.skip_zero_advantage = skip_zero_advantage
         self.nonfinite = NonFiniteGuard(max_nonfinite_steps)
+        self.tied = TiedGroupsWatch(warn_tied_rollouts)
         self.top_k_ratio = top_k_ratio
         self.metric_aliases = dict(metric_aliases or {})  # extra name -> our metric it repeats
         if ref_model_path is not None and reference is None:
@@ -140,6 +143,7 @@ class GRPOModule(L.LightningModule):
         checkpoint["grpo"] = {
             "num_tokens": self.num_tokens,
             **self.nonfinite.state_dict(),
+            **self.tied.state_dict(),
             "rng": gather_objects(rng_states()),  # one entry per process, in rank order
         }
 
@@ -147,6 +151,7 @@ class GRPOModule(L.LightningModule):
         state = checkpoint.get("grpo", {})
         self.num_tokens = int(state.get("num_tokens", 0))
         self.nonfinite.load_state_dict(state)
+        self.tied.load_state_dict(state)
         self.restored_rng = state.get("rng")
 
     def on_fit_start(self) -> None:
@@ -214,6 +219,10 @@ class GRPOModule(L.LightningModule):
                     old_logps = self.lm.log_probs(rollout, self.temperature)[0]
             ref_logps = reference_log_probs(self.reference, rollout, self.temperature)
         statistics = rollout_metrics(record, self.group_size)
+        nothing_to_learn = self.tied.observe(statistics["frac_reward_zero_std"], self.group_size)
+        if nothing_to_learn and rank() == 0:
+            log.warning(nothing_to_learn)
+        statistics["tied_rollouts"] = self.tied.in_a_row
         tokens = rollout.prompt_mask.sum() + rollout.completion_mask.sum()
         self.num_tokens += int(sum_over_processes({"tokens": tokens})["tokens"])
 

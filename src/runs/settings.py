@@ -43,6 +43,7 @@ def check_algo_settings(
     num_iterations: int,
     advantage_estimator: str = "grpo",
     max_nonfinite_steps: int,
+    warn_tied_rollouts: int = 10,
     top_k_ratio: float = 1.0,
     ref_model_path: str | None = None,
     sampler_is_cap: float | None = None,
@@ -111,6 +112,11 @@ def check_algo_settings(
         )
     if num_iterations < 1:
         raise ConfigError(f"algo.num_iterations must be >= 1, got {num_iterations}")
+    if not (type(warn_tied_rollouts) is int and warn_tied_rollouts >= 0):
+        raise ConfigError(
+            "algo.warn_tied_rollouts must be a whole number of rollouts >= 0 (0 never warns), "
+            f"got {warn_tied_rollouts!r}"
+        )
     if max_nonfinite_steps < 1:
         raise ConfigError(f"algo.max_nonfinite_steps must be >= 1, got {max_nonfinite_steps}")
 
