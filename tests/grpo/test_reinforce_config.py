@@ -30,3 +30,18 @@ def test_reinforce_composes_over_the_grpo_settings() -> None:
         k: v for k, v in grpo.items() if k not in CHANGED
     }
     assert grpo["scale_rewards"] == "group" and grpo["epsilon_low"] == 0.2
+
+
+def test_the_algorithm_presets_change_only_what_their_method_changes() -> None:
+    """Each preset composes over GRPO's settings and changes only its own keys."""
+    grpo = algo("grpo")
+    changes = {
+        "dr_grpo": {"scale_rewards": "none", "loss_type": "dr_grpo"},
+        "dapo": {"epsilon_high": 0.28, "loss_type": "dapo"},
+        "rloo": {"advantage_estimator": "rloo", "scale_rewards": "none"},
+        "reinforce_pp": {"advantage_estimator": "reinforce_pp", "scale_rewards": "none"},
+    }
+    for choice, changed in changes.items():
+        preset = algo(choice)
+        assert set(preset) == set(grpo), choice
+        assert {k: v for k, v in preset.items() if preset[k] != grpo[k]} == changed, choice
