@@ -77,6 +77,7 @@ class GRPOModule(L.LightningModule):
         loss_type: str = "grpo",
         scale_rewards: str = "group",
         advantage_estimator: str = "grpo",
+        importance_sampling_level: str = "token",
         num_iterations: int = 1,
         max_grad_norm: float | None = 1.0,
         max_completion_length: int | None = None,
@@ -106,6 +107,7 @@ class GRPOModule(L.LightningModule):
         self.loss_type = loss_type
         self.scale_rewards = scale_rewards
         self.advantage_estimator = advantage_estimator
+        self.importance_sampling_level = importance_sampling_level
         self.num_iterations = num_iterations
         self.max_grad_norm = max_grad_norm
         self.max_completion_length = max_completion_length or sampler.max_completion_length
@@ -417,6 +419,7 @@ class GRPOModule(L.LightningModule):
             max_completion_length=self.max_completion_length,
             num_tokens=num_tokens,
             sampler_weights=sampler_weights,
+            ratio_level=self.importance_sampling_level,
         )
         part_mask = part.completion_mask.to(entropy.dtype)
         part_tokens = part_mask.sum()

@@ -11,6 +11,7 @@ import torch
 from torch import Tensor
 
 LOSS_TYPES = ("grpo", "bnpo", "dr_grpo", "dapo")
+RATIO_LEVELS = ("token", "sequence")
 
 
 def per_token_kl(logps: Tensor, ref_logps: Tensor) -> Tensor:
@@ -37,6 +38,7 @@ def grpo_loss(
     max_completion_length: int | None = None,
     num_tokens: Tensor | float | None = None,
     sampler_weights: Tensor | None = None,
+    ratio_level: str = "token",
 ) -> tuple[Tensor, dict[str, Tensor]]:
     """Clipped surrogate plus beta * KL, aggregated as `loss_type` says.
 
@@ -45,7 +47,9 @@ def grpo_loss(
     beta == 0 drops the KL term. `num_tokens` is what `bnpo`/`dapo` divide the token sum by
     (None: the mask's count); `sampler_weights` [N, T] multiply each token's surrogate (the
     truncated importance weight of a sampler that differs from the trained network, see
-    `sampler_correction`). Returns the scalar loss and detached metrics.
+    `sampler_correction`). `ratio_level` `sequence` (GSPO) gives every token of a completion
+    the completion's ratio, the geometric mean of its token ratios. Returns the scalar loss and
+    detached metrics.
     """
     if loss_type not in LOSS_TYPES:
         raise ValueError(f"loss_type must be one of {LOSS_TYPES}, got {loss_type!r}")
@@ -54,7 +58,13 @@ def grpo_loss(
         old_logps = logps.detach()
     adv = advantages.unsqueeze(1)
 
-    ratio = torch.exp(logps - old_logps)
+    if ratio_level not in RATIO_LEVELS:
+        raise ValueError(f"ratio_level must be one of {RATIO_LEVELS}, got {ratio_level!r}")
+    log_ratio = logps - old_logps
+    if ratio_level == "sequence":  # GSPO: exp of the completion's mean token log-ratio
+        counts = mask.sum(dim=1, keepdim=True).clamp(min=1.0)
+        log_ratio = ((log_ratio * mask).sum(dim=1, keepdim=True) / counts).expand_as(logps)
+    ratio = torch.exp(log_ratio)
     clipped_ratio = torch.clamp(ratio, 1 - epsilon_low, 1 + epsilon_high)
     if loss_type == "dr_grpo" and max_completion_length is None:
         raise ValueError("loss_type 'dr_grpo' needs max_completion_length")

@@ -12,7 +12,7 @@ import torch
 from omegaconf import DictConfig
 
 from src.grpo.advantages import ESTIMATORS, SCALES
-from src.grpo.objective import LOSS_TYPES
+from src.grpo.objective import LOSS_TYPES, RATIO_LEVELS
 from src.model.causal_lm import DTYPES
 from src.utils.config import plain
 from src.utils.errors import ConfigError, MissingFileError
@@ -42,6 +42,7 @@ def check_algo_settings(
     scale_rewards: str,
     num_iterations: int,
     advantage_estimator: str = "grpo",
+    importance_sampling_level: str = "token",
     max_nonfinite_steps: int,
     warn_tied_rollouts: int = 10,
     top_k_ratio: float = 1.0,
@@ -99,6 +100,11 @@ def check_algo_settings(
         raise ConfigError(f"algo.loss_type must be one of {LOSS_TYPES}, got {loss_type!r}")
     if scale_rewards not in SCALES:
         raise ConfigError(f"algo.scale_rewards must be one of {SCALES}, got {scale_rewards!r}")
+    if importance_sampling_level not in RATIO_LEVELS:
+        raise ConfigError(
+            f"algo.importance_sampling_level must be one of {RATIO_LEVELS}, got "
+            f"{importance_sampling_level!r}"
+        )
     if advantage_estimator not in ESTIMATORS:
         raise ConfigError(
             f"algo.advantage_estimator must be one of {sorted(ESTIMATORS)}, got "

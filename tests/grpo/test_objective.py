@@ -435,3 +435,41 @@ def test_sampler_weights_scale_each_tokens_surrogate():
         loss_type="bnpo", sampler_weights=torch.full((2, 3), 2.0),
     )  # fmt: skip
     assert doubled.item() == pytest.approx(2 * plain.item())
+
+
+def test_sequence_level_ratio_is_the_geometric_mean_of_a_completions_token_ratios():
+    """GSPO: completion 0's log-ratios 0.2 and -0.4 give it exp(-0.1) on both tokens; completion
+    1's average to 0, ratio 1. loss = mean(-A * ratio) = (-exp(-0.1) + 1) / 2; each token of
+    completion 0 gets d/dl = 1/2 (completions) * -1 (A) * exp(-0.1) * 1/2 (its share of the
+    mean), completion 1's real tokens 1/2 * 1 * 1 * 1/3, padding 0."""
+    logps = torch.tensor([[-1.0, -2.0, 0.0], [-0.5, -0.5, -0.5]], requires_grad=True)
+    old = torch.tensor([[-1.2, -1.6, 0.0], [-0.5, -0.7, -0.3]])
+    mask = torch.tensor([[1.0, 1.0, 0.0], [1.0, 1.0, 1.0]])
+    value, metrics = grpo_loss(
+        logps, old, None, torch.tensor([1.0, -1.0]), mask,
+        beta=0.0, epsilon_low=0.2, epsilon_high=0.2, loss_type="grpo", ratio_level="sequence",
+    )  # fmt: skip
+    ratio = math.exp(-0.1)
+    assert value.item() == pytest.approx((1 - ratio) / 2)
+    (grad,) = torch.autograd.grad(value, logps)
+    expected = [[-ratio / 4, -ratio / 4, 0.0], [1 / 6, 1 / 6, 1 / 6]]
+    assert torch.allclose(grad, torch.tensor(expected), atol=1e-6)
+    assert metrics["clip_ratio/region_mean"].item() == 0.0
+
+
+def test_sequence_level_ratio_on_policy_is_the_token_level_loss():
+    logps = torch.tensor([[-1.0, -2.0, 0.0], [-0.5, -0.5, -0.5]], requires_grad=True)
+    mask = torch.tensor([[1.0, 1.0, 0.0], [1.0, 1.0, 1.0]])
+    grads = []
+    for level in ("token", "sequence"):
+        value, _ = grpo_loss(
+            logps, None, None, torch.tensor([1.0, -1.0]), mask,
+            beta=0.0, epsilon_low=0.2, epsilon_high=0.2, loss_type="dapo", ratio_level=level,
+        )  # fmt: skip
+        grads.append(torch.autograd.grad(value, logps)[0])
+    assert torch.allclose(grads[0], grads[1])
+    with pytest.raises(ValueError, match="ratio_level"):
+        grpo_loss(
+            logps, None, None, torch.tensor([1.0, -1.0]), mask,
+            beta=0.0, epsilon_low=0.2, epsilon_high=0.2, loss_type="grpo", ratio_level="group",
+        )  # fmt: skip

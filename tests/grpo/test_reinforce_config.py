@@ -40,6 +40,12 @@ def test_the_algorithm_presets_change_only_what_their_method_changes() -> None:
         "dapo": {"epsilon_high": 0.28, "loss_type": "dapo"},
         "rloo": {"advantage_estimator": "rloo", "scale_rewards": "none"},
         "reinforce_pp": {"advantage_estimator": "reinforce_pp", "scale_rewards": "none"},
+        "gspo": {
+            "importance_sampling_level": "sequence",
+            "epsilon_low": 3e-4,
+            "epsilon_high": 4e-4,
+            "num_iterations": 4,
+        },
     }
     for choice, changed in changes.items():
         preset = algo(choice)

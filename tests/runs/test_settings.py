@@ -18,6 +18,7 @@ CASES = [
     ("algo.loss_type=ppo", "algo.loss_type must be one of"),
     ("algo.scale_rewards=max", "algo.scale_rewards must be one of"),
     ("algo.advantage_estimator=gae", "algo.advantage_estimator must be one of"),
+    ("algo.importance_sampling_level=group", "algo.importance_sampling_level must be one of"),
     ("algo.warn_tied_rollouts=-1", "algo.warn_tied_rollouts must be a whole number of rollouts"),
     (
         "algo.advantage_estimator=rloo",
