@@ -130,6 +130,20 @@ MUTATIONS = [
         (ADVANTAGES,),
     ),
     Mutation(
+        "GSPO's ratio from the sum of the token log-ratios, not their mean",
+        "src/grpo/objective.py",
+        "log_ratio = ((log_ratio * mask).sum(dim=1, keepdim=True) / counts)",
+        "log_ratio = (log_ratio * mask).sum(dim=1, keepdim=True)",
+        (OBJECTIVE,),
+    ),
+    Mutation(
+        "the nothing-to-learn count never restarting",
+        "src/grpo/tied.py",
+        "self.in_a_row + 1 if tied_share >= 1.0 else 0",
+        "self.in_a_row + 1",
+        ("tests/grpo/test_tied.py",),
+    ),
+    Mutation(
         "logits multiplied by the temperature",
         "src/model/causal_lm.py",
         ".float() / temperature",
