@@ -103,9 +103,10 @@ def packed_difference(products: list[Product], rows: int) -> float:
     for product in products:
         weight = product.weight
         x = torch.randn(rows, weight.size(1), generator=generator, dtype=weight.dtype)
-        plain = product.any(x.to(weight.device))
+        x = x.to(weight.device)
+        plain = product.any(x)
         scale = float(plain.abs().max()) or 1.0
-        largest = max(largest, largest_difference(product(x.to(weight.device)), plain) / scale)
+        largest = max(largest, largest_difference(product(x), plain) / scale)
     return largest
 
 

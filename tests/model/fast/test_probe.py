@@ -119,18 +119,23 @@ def test_a_perturbed_fused_weight_is_caught(tiny_lm, monkeypatch, caplog, adapte
     assert torch.equal(tokens, expected)
 
 
+def plant_wrong_packed_product(monkeypatch, factor):
+    """The fused steps' packed products give `factor` times the right output."""
+    own = packed.packed_product
+
+    def wrong(weight, bias, rows):
+        product = own(weight, bias, rows)
+        return lambda x: product(x) * factor
+
+    monkeypatch.setattr(llama_steps, "packed_product", wrong)
+
+
 @pytest.mark.skipif(not packed.can_pack(8), reason="torch built without MKL")
 def test_a_wrong_packed_product_is_caught_and_the_fused_step_runs_unpacked(
     tiny_lm, monkeypatch, caplog
 ):
     expected = plain_tokens(tiny_lm)
-    own = packed.packed_product
-
-    def wrong(weight, bias, rows):
-        product = own(weight, bias, rows)
-        return lambda x: product(x) * 1.05
-
-    monkeypatch.setattr(llama_steps, "packed_product", wrong)
+    plant_wrong_packed_product(monkeypatch, 1.05)
     with caplog.at_level(logging.INFO):
         tokens = sample(tiny_lm)
     assert warnings_about(caplog, "fused_steps+packed_weights")
@@ -179,13 +184,7 @@ def test_after_proven_unpacked_steps_a_wrong_packed_product_is_still_caught(
     one_row(tiny_lm)
     assert {v.path: v.proven for v in verdicts()}["fused_steps"] is True
     calls = counting_teacher_forcing(monkeypatch)
-    own = packed.packed_product
-
-    def wrong(weight, bias, rows):
-        product = own(weight, bias, rows)
-        return lambda x: product(x) * 1.01
-
-    monkeypatch.setattr(llama_steps, "packed_product", wrong)
+    plant_wrong_packed_product(monkeypatch, 1.01)
     with caplog.at_level(logging.INFO):
         tokens = sample(tiny_lm)
     assert calls == []
