@@ -19,6 +19,7 @@ from src.data.files import DataFileError
 from src.reward.accuracy import extract_final_number
 from src.train import train
 from src.utils.resolvers import PROJECT_ROOT
+from tests.helpers.command import command
 from tests.helpers.compare import greedy_answers
 from tests.helpers.mlflow_runs import history, only_run
 
@@ -202,15 +203,14 @@ def cli_run_record(result: subprocess.CompletedProcess, output_root: Path):
     return client, run
 
 
-@pytest.mark.slow  # a real subprocess: about 10 s
 def test_cfg_job_prints_the_config():
-    result = run_cli("--cfg", "job")
+    result = command("src.train", "--cfg", "job")
     assert result.returncode == 0, result.stderr
     assert "group_size: 8" in result.stdout and "task_name: arithmetic" in result.stdout
 
 
 def test_unknown_reward_names_the_value():
-    result = run_cli("reward=no_such_reward")
+    result = command("src.train", "reward=no_such_reward")
     assert result.returncode != 0
     assert "Could not find 'reward/no_such_reward'" in result.stderr
 

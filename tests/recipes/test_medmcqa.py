@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import mlflow
@@ -20,6 +18,7 @@ from src.pipeline import run_pipeline
 from src.train import train
 from src.utils.errors import ConfigError
 from src.utils.resolvers import PROJECT_ROOT
+from tests.helpers.command import command
 from tests.helpers.compare import greedy_answers
 
 # The tiny model on the shipped sample: 2 questions x 2 completions, a few tokens each.
@@ -40,25 +39,15 @@ SMALL = [
 REWARD_METRICS = ["accuracy", "format", "well_formed", "similarity"]
 
 
-def run_module(module: str, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", module, *args],
-        cwd=PROJECT_ROOT,
-        capture_output=True,
-        text=True,
-        timeout=900,
-    )
-
-
 def runs_of(output_root: Path, experiment: str) -> tuple[mlflow.MlflowClient, list]:
     client = mlflow.MlflowClient(tracking_uri=f"sqlite:///{output_root}/mlflow.db")
     found = client.get_experiment_by_name(experiment)
     return client, client.search_runs([found.experiment_id]) if found else []
 
 
-@pytest.mark.slow  # a real subprocess: 15-22 s
+@pytest.mark.slow
 def test_train_command_medmcqa_solution_tag(tmp_path):
-    result = run_module(
+    result = command(
         "src.train",
         "task=medmcqa",
         "reward=solution_tag",
@@ -151,9 +140,9 @@ def test_a_stage_without_prep_says_what_to_run(make_cfg):
         run_pipeline(make_cfg("task=medmcqa", "pipeline.stage=everything"))
 
 
-@pytest.mark.slow  # a real subprocess: 15-22 s
+@pytest.mark.slow
 def test_eval_command_scores_the_base_model(tmp_path):
-    result = run_module(
+    result = command(
         "src.eval", "task=medmcqa", *SMALL, "eval.heads=[base]", f"paths.output_root={tmp_path}"
     )
     assert result.returncode == 0, result.stderr[-3000:]
@@ -170,7 +159,7 @@ def test_eval_command_scores_the_base_model(tmp_path):
 
 @pytest.mark.slow
 def test_whole_pipeline_command(tmp_path):
-    result = run_module(
+    result = command(
         "src.pipeline",
         "task=medmcqa",
         *SMALL,

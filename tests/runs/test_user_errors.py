@@ -1,6 +1,7 @@
 """A user's mistake on `python -m src.train` prints one line and exits with status 1; a bug keeps
-its traceback, and `HYDRA_FULL_ERROR=1` shows every traceback. The commands run for real, in a
-subprocess; each fails before any model trains."""
+its traceback, and `HYDRA_FULL_ERROR=1` shows every traceback. The commands run as a user types
+them, in this process (`tests.helpers.command`), one of them in a fresh interpreter; each fails
+before any model trains."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from src.policy.generator import Generator
 from src.runs.cli import closest_keys, user_message
 from src.utils.errors import ConfigError
 from src.utils.resolvers import PROJECT_ROOT
+from tests.helpers.command import command
 
 
 class BrokenReward:
@@ -28,16 +30,19 @@ class BrokenReward:
 
 
 def train_command(
-    tmp_path: Path, *overrides: str, full_error: bool = False
+    tmp_path: Path, *overrides: str, full_error: bool = False, real_process: bool = False
 ) -> subprocess.CompletedProcess:
-    """`python -m src.train overrides...` writing under tmp_path, as CI runs it: no standard
-    input, output captured, `HYDRA_FULL_ERROR` set only when asked."""
+    """`python -m src.train overrides...` writing under tmp_path, as CI runs it: `CI` set,
+    `HYDRA_FULL_ERROR` only when asked; in this process unless `real_process` (a fresh
+    interpreter with no standard input)."""
+    args = [*overrides, f"paths.output_root={tmp_path}"]
+    environment = {"CI": "true", "HYDRA_FULL_ERROR": "1" if full_error else None}
+    if not real_process:
+        return command("src.train", *args, environment=environment)
     env = {key: value for key, value in os.environ.items() if key != "HYDRA_FULL_ERROR"}
-    env["CI"] = "true"
-    if full_error:
-        env["HYDRA_FULL_ERROR"] = "1"
+    env.update({key: value for key, value in environment.items() if value is not None})
     return subprocess.run(
-        [sys.executable, "-m", "src.train", *overrides, f"paths.output_root={tmp_path}"],
+        [sys.executable, "-m", "src.train", *args],
         cwd=PROJECT_ROOT,
         env=env,
         stdin=subprocess.DEVNULL,
@@ -63,7 +68,6 @@ def test_malformed_data_file_names_file_and_line(tmp_path):
     assert line == f"error: {path}:2: malformed JSON line (Expecting value)"
 
 
-@pytest.mark.slow  # three commands of about 10 s each (imports); the fast set keeps the data file one
 @pytest.mark.parametrize(
     ("override", "expected"),
     [
@@ -79,9 +83,11 @@ def test_bad_setting_key_or_option_is_one_line(tmp_path, override, expected):
         assert "tiny" in line.split("available options")[1]
 
 
-@pytest.mark.slow
+@pytest.mark.slow  # a fresh interpreter, about 15 s: the whole way a user meets the error
 def test_missing_model_folder_is_one_line_and_fails_the_run(tmp_path):
-    result = train_command(tmp_path, "model.name_or_path=/no/such/folder", "model.builder=null")
+    result = train_command(
+        tmp_path, "model.name_or_path=/no/such/folder", "model.builder=null", real_process=True
+    )
     line = error_line(result)
     assert line.startswith("error: model.name_or_path: no model folder at /no/such/folder")
     client = mlflow.MlflowClient(tracking_uri=f"sqlite:///{tmp_path}/mlflow.db")
@@ -92,7 +98,6 @@ def test_missing_model_folder_is_one_line_and_fails_the_run(tmp_path):
     )
 
 
-@pytest.mark.slow  # a command of about 10 s
 def test_full_error_shows_the_traceback(tmp_path):
     result = train_command(tmp_path, "algo.group_size=1", full_error=True)
     assert result.returncode == 1
@@ -100,7 +105,6 @@ def test_full_error_shows_the_traceback(tmp_path):
     assert "ConfigError: algo.group_size must be >= 2" in result.stderr
 
 
-@pytest.mark.slow  # a command of about 10 s
 def test_a_bug_keeps_its_traceback(tmp_path):
     target = "tests.runs.test_user_errors.BrokenReward"
     result = train_command(tmp_path, f"+reward.functions.broken._target_={target}")
