@@ -13,6 +13,7 @@ import mlflow
 import pytest
 
 from src.utils.resolvers import PROJECT_ROOT
+from tests.helpers.command import command
 
 # Small runs of the tiny model: 2 prompts x group_size completions of 4 tokens, 4 steps,
 # held-out evaluation at steps 0, 2 and 4.
@@ -77,9 +78,14 @@ class SweepStore:
 
 
 def sweep(output_root: Path, *args: str) -> SweepStore:
-    """Run `python -m src.train -m ARGS` into output_root and check it exited cleanly."""
+    """Run `python -m src.train -m ARGS` into output_root and check it exited cleanly: in this
+    process (`tests.helpers.command`; Hydra's basic launcher runs the jobs in it, one after
+    another), or in a fresh interpreter for the submitit launcher, whose job processes unpickle
+    the task function of a real `__main__`."""
+    submitit = any(arg.startswith("hydra/launcher=submitit") for arg in args)
     start = time.perf_counter()
-    result = run_train("-m", *args, f"paths.output_root={output_root}")
+    args = ("-m", *args, f"paths.output_root={output_root}")
+    result = run_train(*args) if submitit else command("src.train", *args)
     seconds = time.perf_counter() - start
     assert result.returncode == 0, (result.stdout + result.stderr)[-4000:]
     return SweepStore(output_root, seconds, result.stdout + result.stderr)
