@@ -136,7 +136,9 @@ class PromptDataModule(L.LightningDataModule):
     the first `val_size` rows after a seeded shuffle are held out (at most `max_val_rows`
     of them are scored). `schema`, when given, turns every raw row into the recipe's
     canonical row, dropping incomplete rows (counted in `report`) and stopping at wrong ones. Training batches are drawn at random for
-    `num_batches` steps, so the progress bar counts optimizer steps rather than epochs.
+    `num_batches` steps, so the progress bar counts optimizer steps rather than epochs; each
+    holds `rounds_per_step` batches of `batch_size` prompts, the later ones the reserve that
+    dynamic sampling (`algo.sampling_rounds`) draws from.
     """
 
     def __init__(
@@ -152,6 +154,7 @@ class PromptDataModule(L.LightningDataModule):
         eval_batch_size: int = 64,
         num_batches: int | None = 1000,
         seed: int = 0,
+        rounds_per_step: int = 1,
     ) -> None:
         super().__init__()
         if source is None and path is None:
@@ -169,6 +172,7 @@ class PromptDataModule(L.LightningDataModule):
         self.eval_batch_size = eval_batch_size
         self.num_batches = num_batches
         self.seed = seed
+        self.rounds_per_step = rounds_per_step
         self.train_rows: list[dict[str, Any]] = []
         self.val_rows: list[dict[str, Any]] = []
         self.report: dict[str, Any] = {}
@@ -264,7 +268,8 @@ class PromptDataModule(L.LightningDataModule):
         self.prepare_rows()
 
     def train_dataloader(self) -> DataLoader:
-        loader = step_loader(self.train_rows, self.batch_size, self.num_batches, self.seed)
+        rows_per_step = self.batch_size * self.rounds_per_step  # the step's prompts, then a reserve
+        loader = step_loader(self.train_rows, rows_per_step, self.num_batches, self.seed)
         if self.resume_position is not None:
             loader.batch_sampler.resume_at(*self.resume_position)
             self.resume_position = None

@@ -22,6 +22,7 @@ from torch import Tensor
 
 from src.evaluation.greedy import GreedyScorer
 from src.grpo.advantages import estimate_advantages, keep_top_k
+from src.grpo.dynamic_sampling import sample_with_spread
 from src.grpo.metrics import RolloutRecord, rollout_metrics, sample_rows
 from src.grpo.nonfinite import NonFiniteGuard
 from src.grpo.objective import grpo_loss, sampler_correction, to_whole_batch
@@ -30,7 +31,7 @@ from src.grpo.reduction import UpdatePlan, combine_passes, reduce_loss_metrics
 from src.grpo.reference import reference_log_probs, reference_policy
 from src.grpo.tied import TiedGroupsWatch
 from src.model.network import PolicyNetwork, Scorer
-from src.policy.episode import run_episode
+from src.policy.episode import Episode, run_episode
 from src.policy.role import Role
 from src.reward.combine import CombinedReward
 from src.rollout.rollout import Rollout
@@ -78,6 +79,10 @@ class GRPOModule(L.LightningModule):
         scale_rewards: str = "group",
         advantage_estimator: str = "grpo",
         importance_sampling_level: str = "token",
+        policy_loss: str = "clip",
+        delta: float | None = None,
+        sapo_temperature_pos: float = 1.0,
+        sapo_temperature_neg: float = 1.05,
         num_iterations: int = 1,
         max_grad_norm: float | None = 1.0,
         max_completion_length: int | None = None,
@@ -90,6 +95,7 @@ class GRPOModule(L.LightningModule):
         metric_aliases: dict[str, str] | None = None,
         sampler_is_cap: float | None = None,
         max_tokens_per_pass: int | None = 4096,
+        sampling_rounds: int = 1,
         reference: Scorer | None = None,
     ) -> None:
         super().__init__()
@@ -108,6 +114,9 @@ class GRPOModule(L.LightningModule):
         self.scale_rewards = scale_rewards
         self.advantage_estimator = advantage_estimator
         self.importance_sampling_level = importance_sampling_level
+        self.policy_loss_name = policy_loss
+        self.delta = delta
+        self.sapo_temperatures = (sapo_temperature_pos, sapo_temperature_neg)
         self.num_iterations = num_iterations
         self.max_grad_norm = max_grad_norm
         self.max_completion_length = max_completion_length or sampler.max_completion_length
@@ -124,6 +133,7 @@ class GRPOModule(L.LightningModule):
             )
         self.sampler_is_cap = sampler_is_cap
         self.max_tokens_per_pass = max_tokens_per_pass
+        self.sampling_rounds = sampling_rounds
         self.loaded_reference = reference
         self.reference: Scorer | None = None  # built by configure_model, before any update
         self.scorer = GreedyScorer(sampler, policy, reward)  # held-out evaluation
@@ -199,9 +209,7 @@ class GRPOModule(L.LightningModule):
         completions on one process); rewards and rollout statistics are gathered, so the
         advantages and the logged figures are those of the global batch."""
         started = time.perf_counter()
-        episode = run_episode(
-            self.lm, self.sampler, self.policy, self.reward, batch, self.group_size
-        )
+        episode, sampling = self.rollout_groups(batch)
         rollout = episode.rollout
         record = RolloutRecord.of(episode).gathered()  # every process's rows, in rank order
         everyone = estimate_advantages(
@@ -220,7 +228,7 @@ class GRPOModule(L.LightningModule):
                 with torch.no_grad():
                     old_logps = self.lm.log_probs(rollout, self.temperature)[0]
             ref_logps = reference_log_probs(self.reference, rollout, self.temperature)
-        statistics = rollout_metrics(record, self.group_size)
+        statistics = {**rollout_metrics(record, self.group_size), **sampling}
         nothing_to_learn = self.tied.observe(statistics["frac_reward_zero_std"], self.group_size)
         if nothing_to_learn and rank() == 0:
             log.warning(nothing_to_learn)
@@ -283,6 +291,21 @@ class GRPOModule(L.LightningModule):
             rows = sample_rows(episode, advantages, self.group_size, self.global_step)
             rows = [row for part in gather_objects(rows) for row in part]
             log_samples_table(self.loggers, rows, self.global_step)
+
+    def rollout_groups(self, batch: list[dict[str, Any]]) -> tuple[Episode, dict[str, float]]:
+        """This step's episode: its prompts' groups; with `sampling_rounds` > 1 (DAPO's dynamic
+        sampling) the batch holds that many batches of prompts, and groups whose rewards tie
+        are replaced by groups of the next ones (`src.grpo.dynamic_sampling`)."""
+
+        def sample(rows: list[dict[str, Any]]) -> Episode:
+            return run_episode(
+                self.lm, self.sampler, self.policy, self.reward, rows, self.group_size
+            )
+
+        if self.sampling_rounds == 1:
+            return sample(batch), {}
+        pad = self.lm.tokenizer.pad_token_id
+        return sample_with_spread(sample, batch, self.sampling_rounds, self.group_size, pad)
 
     def corrects_sampler(self, rollout: Rollout) -> bool:
         """Whether the loss weighs tokens by the sampler's importance ratio (`sampler_is_cap`
@@ -420,6 +443,9 @@ class GRPOModule(L.LightningModule):
             num_tokens=num_tokens,
             sampler_weights=sampler_weights,
             ratio_level=self.importance_sampling_level,
+            policy=self.policy_loss_name,
+            delta=self.delta,
+            sapo_temperatures=self.sapo_temperatures,
         )
         part_mask = part.completion_mask.to(entropy.dtype)
         part_tokens = part_mask.sum()

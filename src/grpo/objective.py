@@ -10,8 +10,26 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-LOSS_TYPES = ("grpo", "bnpo", "dr_grpo", "dapo")
+from src.grpo.policy_losses import LossSettings, policy_loss
+
+# The aggregations, named for what they do (verl's loss_agg_mode), and TRL's loss_type names
+# for them: `algo.loss_type` takes either.
+AGGREGATIONS = ("seq-mean-token-mean", "token-mean", "seq-mean-token-sum-norm")
+TRL_LOSS_TYPES = {
+    "grpo": "seq-mean-token-mean",
+    "bnpo": "token-mean",
+    "dapo": "token-mean",
+    "dr_grpo": "seq-mean-token-sum-norm",
+}
+LOSS_TYPES = (*TRL_LOSS_TYPES, *AGGREGATIONS)
 RATIO_LEVELS = ("token", "sequence")
+
+
+def aggregation(loss_type: str) -> str:
+    """The aggregation `loss_type` names (one of AGGREGATIONS; TRL's names are aliases)."""
+    if loss_type not in LOSS_TYPES:
+        raise ValueError(f"loss_type must be one of {LOSS_TYPES}, got {loss_type!r}")
+    return TRL_LOSS_TYPES.get(loss_type, loss_type)
 
 
 def per_token_kl(logps: Tensor, ref_logps: Tensor) -> Tensor:
@@ -39,8 +57,12 @@ def grpo_loss(
     num_tokens: Tensor | float | None = None,
     sampler_weights: Tensor | None = None,
     ratio_level: str = "token",
+    policy: str = "clip",
+    delta: float | None = None,
+    sapo_temperatures: tuple[float, float] = (1.0, 1.05),
 ) -> tuple[Tensor, dict[str, Tensor]]:
-    """Clipped surrogate plus beta * KL, aggregated as `loss_type` says.
+    """Policy loss `policy` (the clipped surrogate by default) plus beta * KL, aggregated as
+    `loss_type` says.
 
     logps, old_logps, ref_logps and mask are [N, T]; advantages is [N]. old_logps None means
     one update per rollout (ratio 1, gradient of the plain policy gradient); ref_logps None or
@@ -48,11 +70,11 @@ def grpo_loss(
     (None: the mask's count); `sampler_weights` [N, T] multiply each token's surrogate (the
     truncated importance weight of a sampler that differs from the trained network, see
     `sampler_correction`). `ratio_level` `sequence` (GSPO) gives every token of a completion
-    the completion's ratio, the geometric mean of its token ratios. Returns the scalar loss and
-    detached metrics.
+    the completion's ratio, the geometric mean of its token ratios. `policy`, `delta` and
+    `sapo_temperatures` (positive, negative advantages) choose and tune the per-token policy
+    loss (`src.grpo.policy_losses`). Returns the scalar loss and detached metrics.
     """
-    if loss_type not in LOSS_TYPES:
-        raise ValueError(f"loss_type must be one of {LOSS_TYPES}, got {loss_type!r}")
+    aggregation(loss_type)  # refuses an unknown name before any work
     mask = mask.to(logps.dtype)
     if old_logps is None:
         old_logps = logps.detach()
@@ -65,10 +87,11 @@ def grpo_loss(
         counts = mask.sum(dim=1, keepdim=True).clamp(min=1.0)
         log_ratio = ((log_ratio * mask).sum(dim=1, keepdim=True) / counts).expand_as(logps)
     ratio = torch.exp(log_ratio)
-    clipped_ratio = torch.clamp(ratio, 1 - epsilon_low, 1 + epsilon_high)
-    if loss_type == "dr_grpo" and max_completion_length is None:
-        raise ValueError("loss_type 'dr_grpo' needs max_completion_length")
-    per_token = -torch.min(ratio * adv, clipped_ratio * adv)
+    if aggregation(loss_type) == "seq-mean-token-sum-norm" and max_completion_length is None:
+        raise ValueError(f"loss_type {loss_type!r} needs max_completion_length")
+    settings = LossSettings(epsilon_low, epsilon_high, delta, *sapo_temperatures)
+    surrogate = policy_loss(policy, ratio, adv, logps, settings)
+    per_token = surrogate.per_token
     if sampler_weights is not None:
         per_token = per_token * sampler_weights
     pg_loss = aggregate(per_token, mask, loss_type, max_completion_length, num_tokens)
@@ -80,9 +103,7 @@ def grpo_loss(
     loss = pg_loss + kl_penalty
 
     with torch.no_grad():
-        # A token is clipped when the clip changes its term: low side for A < 0, high for A > 0.
-        low = (ratio < 1 - epsilon_low) & (adv < 0)
-        high = (ratio > 1 + epsilon_high) & (adv > 0)
+        low, high = surrogate.low, surrogate.high  # where the clip changed a token's term
         metrics = {
             "kl": _masked_mean(kl, mask) if use_kl else logps.new_zeros(()),
             "clip_ratio/low_mean": _masked_mean(low.to(mask.dtype), mask),
@@ -101,14 +122,15 @@ def aggregate(
     max_completion_length: int | None,
     num_tokens: Tensor | float | None = None,
 ) -> Tensor:
-    """Per-token terms [N, T] to one number, as `loss_type` says: `grpo` the mean over
-    sequences of token means; `bnpo`/`dapo` token sum / token count (`num_tokens` when
-    given: on P processes whose gradients are averaged, the global batch's count / P, so
-    the average is the global token mean, as TRL does); `dr_grpo` token sum /
-    (N * max_completion_length)."""
-    if loss_type == "grpo":
+    """Per-token terms [N, T] to one number, as `loss_type` says: `seq-mean-token-mean`
+    (`grpo`) the mean over sequences of token means; `token-mean` (`bnpo`, `dapo`) token sum /
+    token count (`num_tokens` when given: on P processes whose gradients are averaged, the
+    global batch's count / P, so the average is the global token mean, as TRL does);
+    `seq-mean-token-sum-norm` (`dr_grpo`) token sum / (N * max_completion_length)."""
+    how = aggregation(loss_type)
+    if how == "seq-mean-token-mean":
         return ((per_token * mask).sum(1) / mask.sum(1).clamp(min=1.0)).mean()
-    if loss_type in ("bnpo", "dapo"):
+    if how == "token-mean":
         count = mask.sum() if num_tokens is None else torch.as_tensor(num_tokens)
         return (per_token * mask).sum() / count.to(per_token.dtype).clamp(min=1.0)
     return (per_token * mask).sum() / (per_token.size(0) * max_completion_length)
@@ -132,7 +154,8 @@ def to_whole_batch(
     over completions) scale by the row share. The KL and clip ratios are means over tokens,
     so they scale by the token share.
     """
-    share = torch.ones_like(row_share) if loss_type in ("bnpo", "dapo") else row_share
+    token_mean = aggregation(loss_type) == "token-mean"
+    share = torch.ones_like(row_share) if token_mean else row_share
     scaled = loss * share
     metrics = dict(metrics)
     for name in ("pg_loss", "kl_penalty"):

@@ -11,7 +11,7 @@ from torch import Tensor
 from src.model.network import PolicyNetwork
 from src.policy.role import Role
 from src.reward.combine import CombinedReward
-from src.rollout.rollout import Rollout
+from src.rollout.rollout import Rollout, join_rollouts
 from src.rollout.sampler import Sampler
 from src.utils.timing import phase
 
@@ -28,6 +28,46 @@ class Episode:
     reward_parts: dict[str, Tensor]  # [N] per reward function
     reward_errors: dict[str, int]  # outcomes a function failed on (scored 0, reward.on_error=zero)
     details: list[dict[str, Any]]  # [N] what the role did per completion (queries, documents...)
+
+    def groups(self, keep: Tensor, group_size: int) -> Episode:
+        """The episode restricted to the groups (prompts) where `keep` [B] is True."""
+        rows = keep.repeat_interleave(group_size)
+        index = rows.nonzero().flatten().tolist()
+        return Episode(
+            prompts=[
+                prompt for prompt, kept in zip(self.prompts, keep.tolist(), strict=True) if kept
+            ],
+            rollout=self.rollout.select(rows.to(self.rollout.completion_ids.device)),
+            rows=[self.rows[i] for i in index],
+            outcomes=[self.outcomes[i] for i in index],
+            rewards=self.rewards[index],
+            reward_parts={name: part[index] for name, part in self.reward_parts.items()},
+            reward_errors=self.reward_errors,
+            details=[self.details[i] for i in index],
+        )
+
+
+def join_episodes(episodes: list[Episode], pad_token_id: int) -> Episode:
+    """The groups of `episodes` one after another; reward errors are counted over all of them."""
+    if len(episodes) == 1:
+        return episodes[0]
+    errors: dict[str, int] = {}
+    for episode in episodes:
+        for name, count in episode.reward_errors.items():
+            errors[name] = errors.get(name, 0) + count
+    return Episode(
+        prompts=[prompt for episode in episodes for prompt in episode.prompts],
+        rollout=join_rollouts([episode.rollout for episode in episodes], pad_token_id),
+        rows=[row for episode in episodes for row in episode.rows],
+        outcomes=[text for episode in episodes for text in episode.outcomes],
+        rewards=torch.cat([episode.rewards for episode in episodes]),
+        reward_parts={
+            name: torch.cat([episode.reward_parts[name] for episode in episodes])
+            for name in episodes[0].reward_parts
+        },
+        reward_errors=errors,
+        details=[detail for episode in episodes for detail in episode.details],
+    )
 
 
 def run_episode(

@@ -47,6 +47,37 @@ class Rollout:
         )
 
 
+def join_rollouts(rollouts: list[Rollout], pad_token_id: int) -> Rollout:
+    """The rows of `rollouts` one after another (e.g. the groups several samplings kept), the
+    prompts left-padded and the completions right-padded to the widest, with `pad_token_id`
+    under a mask of 0."""
+    prompt_width = max(part.prompt_ids.size(1) for part in rollouts)
+    completion_width = max(part.completion_ids.size(1) for part in rollouts)
+
+    def padded(tensor: Tensor, width: int, value: int, left: bool) -> Tensor:
+        missing = width - tensor.size(1)
+        return torch.nn.functional.pad(tensor, (missing, 0) if left else (0, missing), value=value)
+
+    sampler_logps = [part.sampler_logps for part in rollouts]
+    return Rollout(
+        prompt_ids=torch.cat(
+            [padded(p.prompt_ids, prompt_width, pad_token_id, True) for p in rollouts]
+        ),
+        prompt_mask=torch.cat([padded(p.prompt_mask, prompt_width, 0, True) for p in rollouts]),
+        completion_ids=torch.cat(
+            [padded(p.completion_ids, completion_width, pad_token_id, False) for p in rollouts]
+        ),
+        completion_mask=torch.cat(
+            [padded(p.completion_mask, completion_width, 0, False) for p in rollouts]
+        ),
+        is_clipped=torch.cat([part.is_clipped for part in rollouts]),
+        completions=[text for part in rollouts for text in part.completions],
+        sampler_logps=None
+        if any(logps is None for logps in sampler_logps)
+        else torch.cat([padded(logps, completion_width, 0, False) for logps in sampler_logps]),
+    )
+
+
 def teacher_forced(network: PolicyNetwork, prompts: list[str], targets: list[str]) -> Rollout:
     """The prompts with the given target completions, encoded as a rollout to score (what
     supervised training teaches: the targets' log-probs under the network)."""

@@ -13,6 +13,7 @@ from omegaconf import DictConfig
 
 from src.grpo.advantages import ESTIMATORS, SCALES
 from src.grpo.objective import LOSS_TYPES, RATIO_LEVELS
+from src.grpo.policy_losses import POLICY_LOSSES
 from src.model.causal_lm import DTYPES
 from src.utils.config import plain
 from src.utils.errors import ConfigError, MissingFileError
@@ -43,15 +44,25 @@ def check_algo_settings(
     num_iterations: int,
     advantage_estimator: str = "grpo",
     importance_sampling_level: str = "token",
+    policy_loss: str = "clip",
+    delta: float | None = None,
+    sapo_temperature_pos: float = 1.0,
+    sapo_temperature_neg: float = 1.05,
     max_nonfinite_steps: int,
     warn_tied_rollouts: int = 10,
     top_k_ratio: float = 1.0,
     ref_model_path: str | None = None,
     sampler_is_cap: float | None = None,
     max_tokens_per_pass: int | None = None,
+    sampling_rounds: int = 1,
     **others: Any,
 ) -> None:
     """GRPO settings (`algo.*`) that cannot work."""
+    if not (type(sampling_rounds) is int and sampling_rounds >= 1):
+        raise ConfigError(
+            "algo.sampling_rounds must be a whole number of rollouts per step >= 1 (1: no "
+            f"dynamic sampling; DAPO's runs more while groups tie), got {sampling_rounds!r}"
+        )
     if group_size < 2:
         raise ConfigError(
             f"algo.group_size must be >= 2 (advantages are group-relative), got {group_size}"
@@ -98,6 +109,9 @@ def check_algo_settings(
             )
     if loss_type not in LOSS_TYPES:
         raise ConfigError(f"algo.loss_type must be one of {LOSS_TYPES}, got {loss_type!r}")
+    check_policy_loss(
+        policy_loss, epsilon_high, delta, (sapo_temperature_pos, sapo_temperature_neg)
+    )
     if scale_rewards not in SCALES:
         raise ConfigError(f"algo.scale_rewards must be one of {SCALES}, got {scale_rewards!r}")
     if importance_sampling_level not in RATIO_LEVELS:
@@ -125,6 +139,35 @@ def check_algo_settings(
         )
     if max_nonfinite_steps < 1:
         raise ConfigError(f"algo.max_nonfinite_steps must be >= 1, got {max_nonfinite_steps}")
+
+
+def check_policy_loss(
+    name: str, epsilon_high: float, delta: float | None, temperatures: tuple[float, float]
+) -> None:
+    """`algo.policy_loss` and the keys that tune it."""
+    if name not in POLICY_LOSSES:
+        raise ConfigError(f"algo.policy_loss must be one of {sorted(POLICY_LOSSES)}, got {name!r}")
+    if delta is not None and name != "clip":
+        raise ConfigError(
+            f"algo.delta caps the clipped surrogate's ratio; algo.policy_loss={name} does not "
+            "use it: set algo.delta=null or algo.policy_loss=clip"
+        )
+    if delta is not None and not delta > 1:
+        raise ConfigError(
+            f"algo.delta must be > 1 (the cap of the ratio for negative advantages; above "
+            f"1 + algo.epsilon_high is usual) or null, got {delta}"
+        )
+    if name == "cispo" and not epsilon_high >= 1:
+        raise ConfigError(
+            f"algo.policy_loss=cispo caps the importance weight at algo.epsilon_high itself, not "
+            f"at 1 + epsilon_high, so it must be >= 1 (published: 5.0; algo=cispo sets it), got "
+            f"{epsilon_high}"
+        )
+    if not all(t > 0 for t in temperatures):
+        raise ConfigError(
+            "algo.sapo_temperature_pos and algo.sapo_temperature_neg must be > 0, got "
+            f"{temperatures[0]} and {temperatures[1]}"
+        )
 
 
 def check_model_settings(model: dict[str, Any]) -> None:
@@ -165,6 +208,7 @@ def check_hardware(cfg: DictConfig, cuda_devices: int | None = None) -> None:
         load_in_4bit=bool((cfg.get("model") or {}).get("load_in_4bit")),
         rollout_target=(cfg.get("rollout") or {}).get("_target_"),
         batch_size=(cfg.get("data") or {}).get("batch_size"),
+        sampling_rounds=(cfg.get("algo") or {}).get("sampling_rounds", 1),
         cuda_devices=visible_cuda_devices() if cuda_devices is None else cuda_devices,
     )
 
@@ -209,6 +253,7 @@ def check_hardware_settings(
     rollout_target: str | None,
     batch_size: int | None,
     cuda_devices: int,
+    sampling_rounds: Any = 1,
 ) -> None:
     """Device settings that cannot work with `cuda_devices` CUDA devices visible: a pure
     function of plain values, so every case is testable on a machine without a GPU."""
@@ -253,6 +298,12 @@ def check_hardware_settings(
             f"rollout=vllm runs one engine beside one training process, but trainer.devices="
             f"{devices} x trainer.num_nodes={num_nodes} start several; use rollout=hf with "
             "several processes, or one process (hardware=gpu) with rollout.tensor_parallel_size"
+        )
+    if sampling_rounds != 1 and (processes is None or processes > 1):
+        raise ConfigError(
+            f"algo.sampling_rounds={sampling_rounds} (dynamic sampling) runs on one training "
+            f"process, but trainer.devices={devices} x trainer.num_nodes={num_nodes} start "
+            "several; use one process or algo.sampling_rounds=1"
         )
     if batch_size is not None and processes and int(batch_size) % processes:
         raise ConfigError(

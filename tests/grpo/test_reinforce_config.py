@@ -37,9 +37,15 @@ def test_the_algorithm_presets_change_only_what_their_method_changes() -> None:
     grpo = algo("grpo")
     changes = {
         "dr_grpo": {"scale_rewards": "none", "loss_type": "dr_grpo"},
-        "dapo": {"epsilon_high": 0.28, "loss_type": "dapo"},
+        "dapo": {"epsilon_high": 0.28, "loss_type": "dapo", "sampling_rounds": 3},
         "rloo": {"advantage_estimator": "rloo", "scale_rewards": "none"},
         "reinforce_pp": {"advantage_estimator": "reinforce_pp", "scale_rewards": "none"},
+        "cispo": {
+            "policy_loss": "cispo",
+            "epsilon_high": 5.0,
+            "loss_type": "token-mean",
+            "num_iterations": 4,
+        },
         "gspo": {
             "importance_sampling_level": "sequence",
             "epsilon_low": 3e-4,
