@@ -83,6 +83,7 @@ class GRPOModule(L.LightningModule):
         delta: float | None = None,
         sapo_temperature_pos: float = 1.0,
         sapo_temperature_neg: float = 1.05,
+        mask_truncated_completions: bool = False,
         num_iterations: int = 1,
         max_grad_norm: float | None = 1.0,
         max_completion_length: int | None = None,
@@ -117,6 +118,7 @@ class GRPOModule(L.LightningModule):
         self.policy_loss_name = policy_loss
         self.delta = delta
         self.sapo_temperatures = (sapo_temperature_pos, sapo_temperature_neg)
+        self.mask_truncated_completions = mask_truncated_completions
         self.num_iterations = num_iterations
         self.max_grad_norm = max_grad_norm
         self.max_completion_length = max_completion_length or sampler.max_completion_length
@@ -222,6 +224,8 @@ class GRPOModule(L.LightningModule):
         everyone = keep_top_k(everyone, record.rewards, self.group_size, self.top_k_ratio)
         first = rank() * len(episode.rewards)  # every process holds as many rows
         advantages = everyone[first : first + len(episode.rewards)].to(self.device)
+        if self.mask_truncated_completions:  # in the baselines above, out of the loss below
+            advantages = advantages.masked_fill(rollout.is_clipped.to(self.device), 0.0)
         old_logps = None
         with phase("log_probs"):
             if self.num_iterations > 1 or self.corrects_sampler(rollout):
@@ -306,6 +310,15 @@ class GRPOModule(L.LightningModule):
             return sample(batch), {}
         pad = self.lm.tokenizer.pad_token_id
         return sample_with_spread(sample, batch, self.sampling_rounds, self.group_size, pad)
+
+    def loss_mask(self, rollout: Rollout) -> Tensor:
+        """[N, T] the tokens the loss counts: every completion token, less those of completions
+        cut at the length limit when `mask_truncated_completions` is set (TRL's; DAPO's
+        overlong filtering). Those completions still count in their group's baseline."""
+        mask = rollout.completion_mask
+        if not self.mask_truncated_completions:
+            return mask
+        return mask * (~rollout.is_clipped).to(mask.device).unsqueeze(1).to(mask.dtype)
 
     def corrects_sampler(self, rollout: Rollout) -> bool:
         """Whether the loss weighs tokens by the sampler's importance ratio (`sampler_is_cap`
@@ -394,7 +407,7 @@ class GRPOModule(L.LightningModule):
         that of one process."""
         trained = advantages != 0
         skipping = self.skip_zero_advantage and self.kl_beta == 0.0
-        all_tokens = rollout.completion_mask.sum()
+        all_tokens = self.loss_mask(rollout).sum()
         # one collective for both: the global token count and whether any process trains rows
         total = sum_over_processes({"tokens": all_tokens, "trained": trained.any()})
         anywhere = skipping and total["trained"] > 0
@@ -434,7 +447,7 @@ class GRPOModule(L.LightningModule):
             old,
             None if ref_logps is None else ref_logps[trained, :width],
             advantages[trained],
-            part.completion_mask,
+            self.loss_mask(part),
             beta=self.kl_beta,
             epsilon_low=self.epsilon_low,
             epsilon_high=self.epsilon_high,
@@ -453,7 +466,7 @@ class GRPOModule(L.LightningModule):
         metrics["mean_log_prob"] = (logps.detach() * part_mask).sum() / part_tokens.clamp(min=1)
         metrics.update(sampler_metrics)
         if part is not rollout:
-            token_share = part_tokens / all_tokens
+            token_share = self.loss_mask(part).sum() / all_tokens.clamp(min=1)
             row_share = trained.float().mean()
             loss, metrics = to_whole_batch(loss, metrics, self.loss_type, row_share, token_share)
         weights = {

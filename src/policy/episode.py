@@ -87,7 +87,7 @@ def run_episode(
     expanded = [row for row in rows for _ in range(group_size)]
     outcomes = role.outcomes(rollout.completions, expanded, network)
     with phase("reward"):
-        scores = reward(outcomes.texts, expanded)
+        scores = reward(outcomes.texts, expanded, rollout.lengths.tolist())
     return Episode(
         prompts,
         rollout,

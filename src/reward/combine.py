@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple, Protocol, runtime_checkable
 
 import torch
@@ -24,6 +24,14 @@ class NeedsRowFields(Protocol):
     needs a gold final answer); rows without them are dropped and counted before training."""
 
     required_fields: tuple[str, ...]
+
+
+@runtime_checkable
+class ScoresLengths(Protocol):
+    """A reward function of the completions' token counts (EOS included) alone, such as DAPO's
+    overlong penalty: it is given the sampled lengths instead of the outcomes."""
+
+    def score_lengths(self, lengths: Sequence[int]) -> list[float]: ...
 
 
 class RewardError(RuntimeError):
@@ -84,11 +92,24 @@ class CombinedReward:
             for field in function.required_fields
         }
 
-    def __call__(self, outcomes: list[str], rows: list[dict[str, Any]]) -> Scores:
-        """Total reward [N], each function's scores [N] and error counts; rows align with outcomes."""
+    def __call__(
+        self,
+        outcomes: list[str],
+        rows: list[dict[str, Any]],
+        lengths: Sequence[int] | None = None,
+    ) -> Scores:
+        """Total reward [N], each function's scores [N] and error counts; rows and `lengths`
+        (the completions' token counts, for `ScoresLengths` functions) align with outcomes."""
         parts, errors = {}, {}
         for name, function in self.functions.items():
-            scores, errors[name] = self._score(name, function, outcomes, rows)
+            if isinstance(function, ScoresLengths):
+                if lengths is None or len(lengths) != len(outcomes):
+                    raise ValueError(
+                        f"reward function {name!r} scores token counts: pass one per outcome"
+                    )
+                scores, errors[name] = function.score_lengths([int(n) for n in lengths]), 0
+            else:
+                scores, errors[name] = self._score(name, function, outcomes, rows)
             parts[name] = torch.tensor(scores, dtype=torch.float32)
         total = sum(self.weights[name] * scores for name, scores in parts.items())
         return Scores(total, parts, errors)

@@ -48,6 +48,7 @@ def check_algo_settings(
     delta: float | None = None,
     sapo_temperature_pos: float = 1.0,
     sapo_temperature_neg: float = 1.05,
+    mask_truncated_completions: bool = False,
     max_nonfinite_steps: int,
     warn_tied_rollouts: int = 10,
     top_k_ratio: float = 1.0,
@@ -112,6 +113,11 @@ def check_algo_settings(
     check_policy_loss(
         policy_loss, epsilon_high, delta, (sapo_temperature_pos, sapo_temperature_neg)
     )
+    if not isinstance(mask_truncated_completions, bool):
+        raise ConfigError(
+            "algo.mask_truncated_completions must be true or false, got "
+            f"{mask_truncated_completions!r}"
+        )
     if scale_rewards not in SCALES:
         raise ConfigError(f"algo.scale_rewards must be one of {SCALES}, got {scale_rewards!r}")
     if importance_sampling_level not in RATIO_LEVELS:

@@ -39,6 +39,7 @@ def cache_key(cfg: DictConfig) -> str:
         for name in ("model", "data", "policy", "sft")
     }
     shaping["data"].pop("num_batches")  # the GRPO run length does not change the warm start
+    shaping["data"].pop("rounds_per_step", None)  # nor GRPO's dynamic sampling
     shaping["sft"].pop("cache_dir")
     shaping["model"].pop("compile", None)  # speed only: compiled or not, the same warm start
     shaping["seed"] = cfg.seed

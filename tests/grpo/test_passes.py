@@ -8,6 +8,7 @@ import pytest
 import torch
 
 import src.grpo.module as grpo_module
+from src.grpo.objective import grpo_loss
 from src.grpo.passes import pass_cost, row_runs, token_passes
 from src.rollout.rollout import Rollout
 from tests.grpo.test_module import make_module
@@ -81,10 +82,13 @@ def test_a_group_over_the_budget_is_split_and_a_long_row_runs_alone():
     assert len(token_passes(rollout, None, at_least=3)) == 3
 
 
-def update(lm, rollout, advantages, old, ref, *, budget, loss_type, kl_beta, cap=None):
+def update(
+    lm, rollout, advantages, old, ref, *, budget, loss_type, kl_beta, cap=None, mask_cut=False
+):
     """accumulate_gradients of a module without a trainer: plain backward, one process."""
     module = make_module(lm, True, loss_type)
     module.kl_beta, module.sampler_is_cap, module.max_tokens_per_pass = kl_beta, cap, budget
+    module.mask_truncated_completions = mask_cut
     module.trainer = types.SimpleNamespace(strategy=None)
     module.manual_backward = lambda loss: loss.backward()
     passes = []
@@ -122,6 +126,42 @@ def test_passes_give_the_gradient_loss_and_metrics_of_one_pass(rollout_and_lm, l
     assert many[3] == one[3]  # the weights that reduce the metrics over processes
     for full, passed in zip(one[4], many[4], strict=True):
         assert torch.allclose(full, passed, atol=1e-6, rtol=1e-4)
+
+
+@pytest.mark.parametrize(
+    ("loss_type", "kl_beta"), [("token-mean", 0.0), ("seq-mean-token-mean", 0.1)]
+)
+def test_truncated_completions_leave_the_loss_in_every_pass(rollout_and_lm, loss_type, kl_beta):
+    """algo.mask_truncated_completions: the loss (KL included) is grpo_loss over the rollout
+    with the cut completions' tokens masked, whatever the passes; their tokens leave the
+    token-mean's count."""
+    rollout, lm = rollout_and_lm
+    cut = torch.zeros(12, dtype=torch.bool)
+    cut[[0, 3, 9]] = True
+    rollout = dataclasses.replace(rollout, is_clipped=cut)
+    advantages = torch.tensor([1.0, -1.0, 0.0, 0.5, 0, 0, 0, 0, -0.3, 0.2, 0.4, -0.3])
+    with torch.no_grad():
+        logps = lm.log_probs(rollout)[0]
+    old = logps + 0.3 * torch.randn(logps.shape)
+    ref = logps + 0.2 * torch.randn(logps.shape)
+    args = (lm, rollout, advantages, old, ref)
+    options = {"loss_type": loss_type, "kl_beta": kl_beta, "mask_cut": True}
+    one = update(*args, budget=None, **options)
+    many = update(*args, budget=12, **options)
+    kept = rollout.completion_mask * (~cut).unsqueeze(1)
+    lm.zero_grad()
+    expected, _ = grpo_loss(
+        lm.log_probs(rollout)[0], old, ref, advantages, kept, beta=kl_beta, epsilon_low=0.2,
+        epsilon_high=0.2, loss_type=loss_type,
+    )  # fmt: skip
+    expected.backward()
+    assert one[1] == pytest.approx(expected.item(), rel=1e-5)
+    assert many[1] == pytest.approx(expected.item(), rel=1e-5)
+    for full, passed, wanted in zip(one[4], many[4], lm.parameters(), strict=True):
+        assert torch.allclose(full, wanted.grad, atol=1e-6, rtol=1e-4)
+        assert torch.allclose(passed, wanted.grad, atol=1e-6, rtol=1e-4)
+    unmasked = update(*args, budget=None, loss_type=loss_type, kl_beta=kl_beta)
+    assert unmasked[1] != pytest.approx(one[1], rel=1e-3)  # the cut rows counted before
 
 
 def test_passes_keep_the_sampler_correction_metrics(rollout_and_lm):

@@ -72,4 +72,6 @@ def test_the_warm_start_runs_where_and_how_grpo_runs(make_cfg):
 def test_compiling_keeps_the_warm_start_and_weight_settings_change_it(make_cfg):
     plain = warm_start_module.cache_key(make_cfg())
     assert warm_start_module.cache_key(make_cfg("model.compile=true")) == plain
+    # one warm start for a sweep over algorithms, dynamic sampling's reserve of prompts included
+    assert warm_start_module.cache_key(make_cfg("algo=dapo")) == plain
     assert warm_start_module.cache_key(make_cfg("model.dtype=bfloat16")) != plain

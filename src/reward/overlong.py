@@ -1,0 +1,33 @@
+"""DAPO's soft overlong punishment (Yu et al. 2025, arXiv:2503.14476, section 3.4; verl's
+`overlong_buffer`): a penalty that grows linearly over the last `buffer` tokens before the
+length limit, so the policy learns to finish before it is cut off. docs/objective.md states it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from src.utils.errors import ConfigError
+
+
+class OverlongPenalty:
+    """Scores a completion of L tokens (EOS included) 0 while L <= max_length - buffer, then
+    -penalty * (L - (max_length - buffer)) / buffer, down to -penalty at max_length: a
+    length-only reward, combined with the task's (`reward=[accuracy,overlong]`)."""
+
+    def __init__(self, max_length: int, buffer: int, penalty: float = 1.0) -> None:
+        if not (type(buffer) is int and 1 <= buffer <= max_length):
+            raise ConfigError(
+                f"reward.functions.overlong.buffer must be a whole number of tokens in "
+                f"[1, max_length={max_length}], got {buffer!r}"
+            )
+        if not penalty >= 0:
+            raise ConfigError(f"reward.functions.overlong.penalty must be >= 0, got {penalty}")
+        self.max_length = max_length
+        self.buffer = buffer
+        self.penalty = float(penalty)
+
+    def score_lengths(self, lengths: Sequence[int]) -> list[float]:
+        """One score per completion from its token count."""
+        start = self.max_length - self.buffer
+        return [-self.penalty * min(max(n - start, 0), self.buffer) / self.buffer for n in lengths]
