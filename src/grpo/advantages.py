@@ -17,6 +17,9 @@ import torch
 from torch import Tensor
 
 SCALES = ("group", "batch", "none")
+# How several reward functions make one advantage (TRL's multi_objective_aggregation):
+# the weighted sum's advantage, or each function's group-normalised score summed (GDPO).
+REWARD_AGGREGATIONS = ("sum_then_normalize", "normalize_then_sum")
 
 # (rewards [N], group_size, lengths [N], scale) -> advantages [N]
 Estimator = Callable[[Tensor, int, Tensor, str], Tensor]
@@ -97,6 +100,30 @@ def group_advantages(
     if scale == "batch":
         return centred / (rewards.std() + eps)
     return centred
+
+
+def normalize_then_sum(
+    parts: dict[str, Tensor], weights: dict[str, float], group_size: int, eps: float = 1e-4
+) -> Tensor:
+    """GDPO's advantages from several reward functions' scores [N] each: every function's
+    scores normalised within each group, z_k = (r_k - mean_g r_k) / (std_g r_k + eps), then
+    summed with the reward weights, s = sum_k w_k z_k, then normalised over the batch,
+    A = (s - mean s) / (std s + eps); stds unbiased. A function that ties within a group adds 0
+    to it, so one reward with a spread is not drowned by another's scale."""
+    if not parts:
+        raise ValueError("normalize_then_sum needs at least one reward function's scores")
+    total = None
+    for name, scores in parts.items():
+        _check_groups(scores, group_size)
+        groups = scores.float().view(-1, group_size)
+        mean, std = groups.mean(dim=1, keepdim=True), groups.std(dim=1, keepdim=True)
+        centred = groups - mean  # exactly 0 in a tied group, which stays 0 whatever eps
+        normalised = torch.where(std > 0, centred / (std + eps), centred).view(-1)
+        normalised = normalised * float(weights[name])
+        total = normalised if total is None else total + normalised
+    if total.numel() < 2:
+        return total - total.mean()
+    return (total - total.mean()) / (total.std() + eps)
 
 
 def keep_top_k(advantages: Tensor, rewards: Tensor, group_size: int, ratio: float) -> Tensor:

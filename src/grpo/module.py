@@ -21,7 +21,7 @@ from lightning.pytorch.strategies import DDPStrategy, FSDPStrategy
 from torch import Tensor
 
 from src.evaluation.greedy import GreedyScorer
-from src.grpo.advantages import estimate_advantages, keep_top_k
+from src.grpo.advantages import estimate_advantages, keep_top_k, normalize_then_sum
 from src.grpo.dynamic_sampling import sample_with_spread
 from src.grpo.metrics import RolloutRecord, rollout_metrics, sample_rows
 from src.grpo.nonfinite import NonFiniteGuard
@@ -78,6 +78,7 @@ class GRPOModule(L.LightningModule):
         loss_type: str = "grpo",
         scale_rewards: str = "group",
         advantage_estimator: str = "grpo",
+        multi_objective_aggregation: str = "sum_then_normalize",
         importance_sampling_level: str = "token",
         policy_loss: str = "clip",
         delta: float | None = None,
@@ -114,6 +115,7 @@ class GRPOModule(L.LightningModule):
         self.loss_type = loss_type
         self.scale_rewards = scale_rewards
         self.advantage_estimator = advantage_estimator
+        self.multi_objective_aggregation = multi_objective_aggregation
         self.importance_sampling_level = importance_sampling_level
         self.policy_loss_name = policy_loss
         self.delta = delta
@@ -214,13 +216,16 @@ class GRPOModule(L.LightningModule):
         episode, sampling = self.rollout_groups(batch)
         rollout = episode.rollout
         record = RolloutRecord.of(episode).gathered()  # every process's rows, in rank order
-        everyone = estimate_advantages(
-            self.advantage_estimator,
-            record.rewards,
-            self.group_size,
-            record.lengths,
-            self.scale_rewards,
-        )
+        if self.multi_objective_aggregation == "normalize_then_sum":
+            everyone = normalize_then_sum(record.parts, self.reward.weights, self.group_size)
+        else:
+            everyone = estimate_advantages(
+                self.advantage_estimator,
+                record.rewards,
+                self.group_size,
+                record.lengths,
+                self.scale_rewards,
+            )
         everyone = keep_top_k(everyone, record.rewards, self.group_size, self.top_k_ratio)
         first = rank() * len(episode.rewards)  # every process holds as many rows
         advantages = everyone[first : first + len(episode.rewards)].to(self.device)

@@ -11,7 +11,7 @@ from typing import Any
 import torch
 from omegaconf import DictConfig
 
-from src.grpo.advantages import ESTIMATORS, SCALES
+from src.grpo.advantages import ESTIMATORS, REWARD_AGGREGATIONS, SCALES
 from src.grpo.objective import LOSS_TYPES, RATIO_LEVELS
 from src.grpo.policy_losses import POLICY_LOSSES
 from src.model.causal_lm import DTYPES
@@ -43,6 +43,7 @@ def check_algo_settings(
     scale_rewards: str,
     num_iterations: int,
     advantage_estimator: str = "grpo",
+    multi_objective_aggregation: str = "sum_then_normalize",
     importance_sampling_level: str = "token",
     policy_loss: str = "clip",
     delta: float | None = None,
@@ -135,6 +136,17 @@ def check_algo_settings(
             f"algo.scale_rewards={scale_rewards} scales the grpo estimator's advantages only; "
             f"with algo.advantage_estimator={advantage_estimator} set algo.scale_rewards=none "
             f"(or use algo={advantage_estimator}, which does)"
+        )
+    if multi_objective_aggregation not in REWARD_AGGREGATIONS:
+        raise ConfigError(
+            f"algo.multi_objective_aggregation must be one of {REWARD_AGGREGATIONS}, got "
+            f"{multi_objective_aggregation!r}"
+        )
+    if multi_objective_aggregation == "normalize_then_sum" and advantage_estimator != "grpo":
+        raise ConfigError(
+            "algo.multi_objective_aggregation=normalize_then_sum (GDPO) makes the advantages "
+            f"itself; it replaces algo.advantage_estimator={advantage_estimator}: set "
+            "algo.advantage_estimator=grpo or algo.multi_objective_aggregation=sum_then_normalize"
         )
     if num_iterations < 1:
         raise ConfigError(f"algo.num_iterations must be >= 1, got {num_iterations}")

@@ -10,6 +10,8 @@ from src.grpo import advantages as estimators
 from src.grpo.advantages import (
     ESTIMATORS,
     estimate_advantages,
+    group_advantages,
+    normalize_then_sum,
     register_estimator,
     reinforce_pp_advantages,
     rloo_advantages,
@@ -79,3 +81,42 @@ def test_a_run_uses_the_estimator_its_algo_names(make_cfg, monkeypatch, choice):
     assert run.data.params["algo.advantage_estimator"] == choice
     assert len(used) == 1 and used[0][:2] == (8, 4)  # 2 prompts x 4 completions
     assert all(length >= 1 for length in used[0][2])
+
+
+def test_normalize_then_sum_normalises_each_reward_in_its_group_then_the_sum_over_the_batch():
+    """GDPO, G = 2: reward a spreads in group 1 only, b (weight 0.5) in group 2 only. Each
+    normalised in its group: a -> [1/sqrt2, -1/sqrt2, 0, 0], b -> [0, 0, 1/sqrt2, -1/sqrt2];
+    weighted sum s = [0.7071, -0.7071, 0.3536, -0.3536], mean 0, unbiased std
+    sqrt(1.25 / 3); so group 2 gets half of group 1's advantage, where the plain weighted sum
+    (totals 1, 0, 2, 1) would give both groups the same."""
+    parts = {"a": torch.tensor([1.0, 0.0, 1.0, 1.0]), "b": torch.tensor([0.0, 0.0, 2.0, 0.0])}
+    advantages = normalize_then_sum(parts, {"a": 1.0, "b": 0.5}, group_size=2, eps=0.0)
+    s = torch.tensor([1.0, -1.0, 0.5, -0.5]) / math.sqrt(2)
+    assert advantages.tolist() == pytest.approx((s / math.sqrt(1.25 / 3)).tolist())
+    summed = group_advantages(parts["a"] + 0.5 * parts["b"], group_size=2, eps=0.0)
+    assert summed[:2].tolist() == pytest.approx(summed[2:].tolist())
+    with pytest.raises(ValueError, match="at least one"):
+        normalize_then_sum({}, {}, group_size=2)
+
+
+def test_a_run_with_two_rewards_sums_their_group_normalised_scores(make_cfg, monkeypatch):
+    import src.grpo.module as grpo_module
+
+    seen = []
+
+    def spy(parts, weights, group_size):
+        seen.append((sorted(parts), dict(weights), group_size))
+        return normalize_then_sum(parts, weights, group_size)
+
+    monkeypatch.setattr(grpo_module, "normalize_then_sum", spy)
+    cfg = make_cfg(
+        "reward=[accuracy,overlong]",
+        "algo.multi_objective_aggregation=normalize_then_sum",
+        "trainer.max_steps=1",
+    )
+    train(cfg)
+    ((names, weights, group_size),) = seen  # one step
+    assert {"accuracy", "overlong"} <= set(names) and group_size == 4
+    assert weights["accuracy"] == weights["overlong"] == 1.0
+    metrics = only_run(cfg).data.metrics
+    assert "rewards/overlong/mean" in metrics

@@ -32,6 +32,11 @@ CASES = [
         "algo.sampling_rounds=3 .* runs on one training process",
     ),
     ("algo.policy_loss=ppo", "algo.policy_loss must be one of"),
+    ("algo.multi_objective_aggregation=mean", "algo.multi_objective_aggregation must be one of"),
+    (
+        "algo=rloo algo.multi_objective_aggregation=normalize_then_sum",
+        "it replaces algo.advantage_estimator=rloo",
+    ),
     ("algo.policy_loss=cispo", "caps the importance weight at algo.epsilon_high itself"),
     ("algo=cispo algo.delta=2.0", "algo.policy_loss=cispo does not use it"),
     ("algo.delta=0.9", "algo.delta must be > 1"),
