@@ -43,6 +43,7 @@ class Mutation:
 RESUME = "tests/runs/test_resume.py"
 OBJECTIVE = "tests/grpo/test_objective.py"
 ADVANTAGES = "tests/grpo/test_advantages.py"
+LOSSES = "tests/grpo/test_policy_losses.py"
 MUTATIONS = [
     Mutation(
         "resume without restoring the weights",
@@ -68,37 +69,37 @@ MUTATIONS = [
     ),
     Mutation(
         "the clamp using epsilon_low on both sides",
-        "src/grpo/objective.py",
-        "torch.clamp(ratio, 1 - epsilon_low, 1 + epsilon_high)",
-        "torch.clamp(ratio, 1 - epsilon_low, 1 + epsilon_low)",
+        "src/grpo/policy_losses.py",
+        "torch.clamp(ratio, 1 - settings.epsilon_low, 1 + settings.epsilon_high)",
+        "torch.clamp(ratio, 1 - settings.epsilon_low, 1 + settings.epsilon_low)",
         (OBJECTIVE,),
     ),
     Mutation(
         "the clamp using epsilon_high on both sides",
-        "src/grpo/objective.py",
-        "torch.clamp(ratio, 1 - epsilon_low, 1 + epsilon_high)",
-        "torch.clamp(ratio, 1 - epsilon_high, 1 + epsilon_high)",
+        "src/grpo/policy_losses.py",
+        "torch.clamp(ratio, 1 - settings.epsilon_low, 1 + settings.epsilon_high)",
+        "torch.clamp(ratio, 1 - settings.epsilon_high, 1 + settings.epsilon_high)",
         (OBJECTIVE,),
     ),
     Mutation(
         "the surrogate without its min",
-        "src/grpo/objective.py",
-        "per_token = -torch.min(ratio * adv, clipped_ratio * adv)",
-        "per_token = -clipped_ratio * adv",
+        "src/grpo/policy_losses.py",
+        "per_token = -torch.min(unclipped * advantages, clipped * advantages)",
+        "per_token = -clipped * advantages",
         (OBJECTIVE,),
     ),
     Mutation(
         "the surrogate with max for min",
-        "src/grpo/objective.py",
-        "per_token = -torch.min(ratio * adv, clipped_ratio * adv)",
-        "per_token = -torch.max(ratio * adv, clipped_ratio * adv)",
+        "src/grpo/policy_losses.py",
+        "per_token = -torch.min(unclipped * advantages, clipped * advantages)",
+        "per_token = -torch.max(unclipped * advantages, clipped * advantages)",
         (OBJECTIVE,),
     ),
     Mutation(
         "bnpo normalised per sequence",
         "src/grpo/objective.py",
-        '    if loss_type == "grpo":\n',
-        '    if loss_type in ("grpo", "bnpo"):\n',
+        '    if how == "seq-mean-token-mean":\n',
+        '    if how in ("seq-mean-token-mean", "token-mean"):\n',
         (OBJECTIVE,),
     ),
     Mutation(
@@ -114,6 +115,34 @@ MUTATIONS = [
         "per_token = per_token + beta * kl",
         "per_token = per_token - beta * kl",
         (OBJECTIVE,),
+    ),
+    Mutation(
+        "CISPO's weight not detached",
+        "src/grpo/policy_losses.py",
+        "torch.clamp(ratio, max=settings.epsilon_high).detach()",
+        "torch.clamp(ratio, max=settings.epsilon_high)",
+        (LOSSES,),
+    ),
+    Mutation(
+        "SAPO's temperatures swapped",
+        "src/grpo/policy_losses.py",
+        "settings.sapo_temperature_pos, settings.sapo_temperature_neg)",
+        "settings.sapo_temperature_neg, settings.sapo_temperature_pos)",
+        (LOSSES,),
+    ),
+    Mutation(
+        "delta ignored",
+        "src/grpo/policy_losses.py",
+        "torch.clamp(ratio, max=settings.delta)",
+        "ratio",
+        (LOSSES,),
+    ),
+    Mutation(
+        "GDPO without the batch normalisation",
+        "src/grpo/advantages.py",
+        "return (total - total.mean()) / (total.std() + eps)",
+        "return total",
+        (ADVANTAGES,),
     ),
     Mutation(
         "rloo's baseline over the whole group, itself included",

@@ -29,6 +29,7 @@ from src.grpo.objective import grpo_loss, sampler_correction, to_whole_batch
 from src.grpo.passes import token_passes
 from src.grpo.reduction import UpdatePlan, combine_passes, reduce_loss_metrics
 from src.grpo.reference import reference_log_probs, reference_policy
+from src.grpo.settings import AlgoSettings
 from src.grpo.tied import TiedGroupsWatch
 from src.model.network import PolicyNetwork, Scorer
 from src.policy.episode import Episode, run_episode
@@ -71,33 +72,7 @@ class GRPOModule(L.LightningModule):
         reward: CombinedReward,
         optimizer: Callable[..., torch.optim.Optimizer],
         scheduler: Callable[..., Any] | None = None,
-        group_size: int = 8,
-        kl_beta: float = 0.0,
-        epsilon_low: float = 0.2,
-        epsilon_high: float = 0.2,
-        loss_type: str = "grpo",
-        scale_rewards: str = "group",
-        advantage_estimator: str = "grpo",
-        multi_objective_aggregation: str = "sum_then_normalize",
-        importance_sampling_level: str = "token",
-        policy_loss: str = "clip",
-        delta: float | None = None,
-        sapo_temperature_pos: float = 1.0,
-        sapo_temperature_neg: float = 1.05,
-        mask_truncated_completions: bool = False,
-        num_iterations: int = 1,
-        max_grad_norm: float | None = 1.0,
-        max_completion_length: int | None = None,
-        samples_every_n_steps: int = 50,
-        skip_zero_advantage: bool = True,
-        max_nonfinite_steps: int = 3,
-        warn_tied_rollouts: int = 10,
-        top_k_ratio: float = 1.0,
-        ref_model_path: str | None = None,
-        metric_aliases: dict[str, str] | None = None,
-        sampler_is_cap: float | None = None,
-        max_tokens_per_pass: int | None = 4096,
-        sampling_rounds: int = 1,
+        settings: AlgoSettings | None = None,
         reference: Scorer | None = None,
     ) -> None:
         super().__init__()
@@ -108,41 +83,37 @@ class GRPOModule(L.LightningModule):
         self.reward = reward
         self.optimizer_factory = optimizer
         self.scheduler_factory = scheduler
-        self.group_size = group_size
-        self.kl_beta = kl_beta
-        self.epsilon_low = epsilon_low
-        self.epsilon_high = epsilon_high
-        self.loss_type = loss_type
-        self.scale_rewards = scale_rewards
-        self.advantage_estimator = advantage_estimator
-        self.multi_objective_aggregation = multi_objective_aggregation
-        self.importance_sampling_level = importance_sampling_level
-        self.policy_loss_name = policy_loss
-        self.delta = delta
-        self.sapo_temperatures = (sapo_temperature_pos, sapo_temperature_neg)
-        self.mask_truncated_completions = mask_truncated_completions
-        self.num_iterations = num_iterations
-        self.max_grad_norm = max_grad_norm
-        self.max_completion_length = max_completion_length or sampler.max_completion_length
+        self.settings = settings = settings or AlgoSettings()
+        self.max_completion_length = settings.max_completion_length or sampler.max_completion_length
         self.temperature = float(sampler.temperature)
-        self.samples_every_n_steps = samples_every_n_steps
-        self.skip_zero_advantage = skip_zero_advantage
-        self.nonfinite = NonFiniteGuard(max_nonfinite_steps)
-        self.tied = TiedGroupsWatch(warn_tied_rollouts)
-        self.top_k_ratio = top_k_ratio
-        self.metric_aliases = dict(metric_aliases or {})  # extra name -> our metric it repeats
-        if ref_model_path is not None and reference is None:
+        self.nonfinite = NonFiniteGuard(settings.max_nonfinite_steps)
+        self.tied = TiedGroupsWatch(settings.warn_tied_rollouts)
+        if settings.ref_model_path is not None and reference is None:
             raise ValueError(
                 "algo.ref_model_path is loaded by src.train; pass the loaded model as `reference`"
             )
-        self.sampler_is_cap = sampler_is_cap
-        self.max_tokens_per_pass = max_tokens_per_pass
-        self.sampling_rounds = sampling_rounds
         self.loaded_reference = reference
         self.reference: Scorer | None = None  # built by configure_model, before any update
         self.scorer = GreedyScorer(sampler, policy, reward)  # held-out evaluation
         self.num_tokens = 0
         self.restored_rng: Any = None  # from a checkpoint, set at train start
+
+    @classmethod
+    def from_config(
+        cls,
+        lm: PolicyNetwork,
+        sampler: Sampler,
+        policy: Role,
+        reward: CombinedReward,
+        optimizer: Callable[..., torch.optim.Optimizer],
+        scheduler: Callable[..., Any] | None = None,
+        reference: Scorer | None = None,
+        **settings: Any,
+    ) -> GRPOModule:
+        """The module of an `algo` config (`_target_` of conf/algo/grpo.yaml): every key but
+        the optimizer and scheduler is a setting, typed and checked by `AlgoSettings`."""
+        checked = AlgoSettings.from_config(settings)
+        return cls(lm, sampler, policy, reward, optimizer, scheduler, checked, reference)
 
     def configure_model(self) -> None:
         """Take the KL reference: the model loaded from `ref_model_path`, or the policy as it
@@ -150,7 +121,7 @@ class GRPOModule(L.LightningModule):
         before it moves, wraps (DDP) or shards (FSDP) the module, so the reference is placed
         with the policy, and a resumed run restores it from the checkpoint."""
         if self.reference is None:
-            self.reference = reference_policy(self.lm, self.kl_beta, self.loaded_reference)
+            self.reference = reference_policy(self.lm, self.settings.kl_beta, self.loaded_reference)
 
     # ----------------------------------------------------------------------------- resuming
     def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
@@ -216,29 +187,37 @@ class GRPOModule(L.LightningModule):
         episode, sampling = self.rollout_groups(batch)
         rollout = episode.rollout
         record = RolloutRecord.of(episode).gathered()  # every process's rows, in rank order
-        if self.multi_objective_aggregation == "normalize_then_sum":
-            everyone = normalize_then_sum(record.parts, self.reward.weights, self.group_size)
+        if self.settings.multi_objective_aggregation == "normalize_then_sum":
+            everyone = normalize_then_sum(
+                record.parts, self.reward.weights, self.settings.group_size
+            )
         else:
             everyone = estimate_advantages(
-                self.advantage_estimator,
+                self.settings.advantage_estimator,
                 record.rewards,
-                self.group_size,
+                self.settings.group_size,
                 record.lengths,
-                self.scale_rewards,
+                self.settings.scale_rewards,
             )
-        everyone = keep_top_k(everyone, record.rewards, self.group_size, self.top_k_ratio)
+        everyone = keep_top_k(
+            everyone, record.rewards, self.settings.group_size, self.settings.top_k_ratio
+        )
         first = rank() * len(episode.rewards)  # every process holds as many rows
         advantages = everyone[first : first + len(episode.rewards)].to(self.device)
-        if self.mask_truncated_completions:  # in the baselines above, out of the loss below
+        if (
+            self.settings.mask_truncated_completions
+        ):  # in the baselines above, out of the loss below
             advantages = advantages.masked_fill(rollout.is_clipped.to(self.device), 0.0)
         old_logps = None
         with phase("log_probs"):
-            if self.num_iterations > 1 or self.corrects_sampler(rollout):
+            if self.settings.num_iterations > 1 or self.corrects_sampler(rollout):
                 with torch.no_grad():
                     old_logps = self.lm.log_probs(rollout, self.temperature)[0]
             ref_logps = reference_log_probs(self.reference, rollout, self.temperature)
-        statistics = {**rollout_metrics(record, self.group_size), **sampling}
-        nothing_to_learn = self.tied.observe(statistics["frac_reward_zero_std"], self.group_size)
+        statistics = {**rollout_metrics(record, self.settings.group_size), **sampling}
+        nothing_to_learn = self.tied.observe(
+            statistics["frac_reward_zero_std"], self.settings.group_size
+        )
         if nothing_to_learn and rank() == 0:
             log.warning(nothing_to_learn)
         statistics["tied_rollouts"] = self.tied.in_a_row
@@ -247,7 +226,7 @@ class GRPOModule(L.LightningModule):
 
         optimizer = self.optimizers()
         scheduler = self.lr_schedulers()
-        for _ in range(self.num_iterations):
+        for _ in range(self.settings.num_iterations):
             if self.global_step >= self.trainer.max_steps > 0:
                 break  # max_steps falls inside this rollout's updates
             optimizer.zero_grad()
@@ -286,7 +265,7 @@ class GRPOModule(L.LightningModule):
                 "mean_advantage": float(everyone.mean()),
                 "step_time": time.perf_counter() - started,
             }
-            metrics.update(aliased(metrics, self.metric_aliases))
+            metrics.update(aliased(metrics, self.settings.metric_aliases))
             self.log_to_loggers(metrics)
         self.log_dict(
             {"reward": statistics["reward"], "kl": reduced["kl"]},
@@ -294,10 +273,11 @@ class GRPOModule(L.LightningModule):
             logger=False,
         )
         if (
-            self.samples_every_n_steps
-            and self.global_step % self.samples_every_n_steps < self.num_iterations
+            self.settings.samples_every_n_steps
+            and self.global_step % self.settings.samples_every_n_steps
+            < self.settings.num_iterations
         ):
-            rows = sample_rows(episode, advantages, self.group_size, self.global_step)
+            rows = sample_rows(episode, advantages, self.settings.group_size, self.global_step)
             rows = [row for part in gather_objects(rows) for row in part]
             log_samples_table(self.loggers, rows, self.global_step)
 
@@ -308,27 +288,29 @@ class GRPOModule(L.LightningModule):
 
         def sample(rows: list[dict[str, Any]]) -> Episode:
             return run_episode(
-                self.lm, self.sampler, self.policy, self.reward, rows, self.group_size
+                self.lm, self.sampler, self.policy, self.reward, rows, self.settings.group_size
             )
 
-        if self.sampling_rounds == 1:
+        if self.settings.sampling_rounds == 1:
             return sample(batch), {}
         pad = self.lm.tokenizer.pad_token_id
-        return sample_with_spread(sample, batch, self.sampling_rounds, self.group_size, pad)
+        return sample_with_spread(
+            sample, batch, self.settings.sampling_rounds, self.settings.group_size, pad
+        )
 
     def loss_mask(self, rollout: Rollout) -> Tensor:
         """[N, T] the tokens the loss counts: every completion token, less those of completions
         cut at the length limit when `mask_truncated_completions` is set (TRL's; DAPO's
         overlong filtering). Those completions still count in their group's baseline."""
         mask = rollout.completion_mask
-        if not self.mask_truncated_completions:
+        if not self.settings.mask_truncated_completions:
             return mask
         return mask * (~rollout.is_clipped).to(mask.device).unsqueeze(1).to(mask.dtype)
 
     def corrects_sampler(self, rollout: Rollout) -> bool:
         """Whether the loss weighs tokens by the sampler's importance ratio (`sampler_is_cap`
         set and the sampler reported its own log-probs)."""
-        return self.sampler_is_cap is not None and rollout.sampler_logps is not None
+        return self.settings.sampler_is_cap is not None and rollout.sampler_logps is not None
 
     def accumulate_gradients(
         self,
@@ -368,13 +350,13 @@ class GRPOModule(L.LightningModule):
         processes, each runs as many passes as the one that needs most; one with fewer
         trained rows than that runs all its rows (those left out add nothing)."""
         trained = plan.trained
-        passes = token_passes(rollout.select(trained), self.max_tokens_per_pass)
+        passes = token_passes(rollout.select(trained), self.settings.max_tokens_per_pass)
         if world_size() > 1:
             while len(set(counts := gather_objects(len(passes)))) > 1:
                 if int(trained.sum()) < max(counts):
                     trained = torch.ones_like(trained)
                 part = rollout.select(trained)
-                passes = token_passes(part, self.max_tokens_per_pass, at_least=max(counts))
+                passes = token_passes(part, self.settings.max_tokens_per_pass, at_least=max(counts))
         index = trained.nonzero().flatten()
         masks = []
         for rows in passes:
@@ -396,8 +378,8 @@ class GRPOModule(L.LightningModule):
             norm = sharded_norm([p.grad for p in params]).to(self.device)
         else:
             norm = torch.nn.utils.get_total_norm([p.grad for p in params])
-        if params and self.max_grad_norm and torch.isfinite(norm):
-            torch.nn.utils.clip_grads_with_norm_(params, self.max_grad_norm, norm)
+        if params and self.settings.max_grad_norm and torch.isfinite(norm):
+            torch.nn.utils.clip_grads_with_norm_(params, self.settings.max_grad_norm, norm)
         return norm.detach().float().cpu()
 
     def update_plan(self, rollout: Rollout, advantages: Tensor) -> UpdatePlan:
@@ -411,7 +393,7 @@ class GRPOModule(L.LightningModule):
         global batch's token count over the number of processes, so the averaged gradient is
         that of one process."""
         trained = advantages != 0
-        skipping = self.skip_zero_advantage and self.kl_beta == 0.0
+        skipping = self.settings.skip_zero_advantage and self.settings.kl_beta == 0.0
         all_tokens = self.loss_mask(rollout).sum()
         # one collective for both: the global token count and whether any process trains rows
         total = sum_over_processes({"tokens": all_tokens, "trained": trained.any()})
@@ -445,7 +427,7 @@ class GRPOModule(L.LightningModule):
         sampler_weights, sampler_metrics = None, {}
         if self.corrects_sampler(rollout):
             sampler_weights, sampler_metrics = sampler_correction(
-                old, part.sampler_logps, part.completion_mask, self.sampler_is_cap
+                old, part.sampler_logps, part.completion_mask, self.settings.sampler_is_cap
             )
         loss, metrics = grpo_loss(
             logps,
@@ -453,17 +435,20 @@ class GRPOModule(L.LightningModule):
             None if ref_logps is None else ref_logps[trained, :width],
             advantages[trained],
             self.loss_mask(part),
-            beta=self.kl_beta,
-            epsilon_low=self.epsilon_low,
-            epsilon_high=self.epsilon_high,
-            loss_type=self.loss_type,
+            beta=self.settings.kl_beta,
+            epsilon_low=self.settings.epsilon_low,
+            epsilon_high=self.settings.epsilon_high,
+            loss_type=self.settings.loss_type,
             max_completion_length=self.max_completion_length,
             num_tokens=num_tokens,
             sampler_weights=sampler_weights,
-            ratio_level=self.importance_sampling_level,
-            policy=self.policy_loss_name,
-            delta=self.delta,
-            sapo_temperatures=self.sapo_temperatures,
+            ratio_level=self.settings.importance_sampling_level,
+            policy=self.settings.policy_loss,
+            delta=self.settings.delta,
+            sapo_temperatures=(
+                self.settings.sapo_temperature_pos,
+                self.settings.sapo_temperature_neg,
+            ),
         )
         part_mask = part.completion_mask.to(entropy.dtype)
         part_tokens = part_mask.sum()
@@ -473,7 +458,9 @@ class GRPOModule(L.LightningModule):
         if part is not rollout:
             token_share = self.loss_mask(part).sum() / all_tokens.clamp(min=1)
             row_share = trained.float().mean()
-            loss, metrics = to_whole_batch(loss, metrics, self.loss_type, row_share, token_share)
+            loss, metrics = to_whole_batch(
+                loss, metrics, self.settings.loss_type, row_share, token_share
+            )
         weights = {
             "tokens": float(all_tokens),  # clip ratios and kl are over the whole rollout's
             "part_tokens": float(part_tokens) if counted else 0.0,  # entropy: rows trained on

@@ -11,9 +11,7 @@ from typing import Any
 import torch
 from omegaconf import DictConfig
 
-from src.grpo.advantages import ESTIMATORS, REWARD_AGGREGATIONS, SCALES
-from src.grpo.objective import LOSS_TYPES, RATIO_LEVELS
-from src.grpo.policy_losses import POLICY_LOSSES
+from src.grpo.settings import AlgoSettings
 from src.model.causal_lm import DTYPES
 from src.utils.config import plain
 from src.utils.errors import ConfigError, MissingFileError
@@ -25,7 +23,7 @@ HIGH_KL = 0.5  # above this the KL term tends to hold the policy at its referenc
 
 def check_settings(cfg: DictConfig) -> None:
     """Raise `ConfigError` for the first setting that cannot work."""
-    check_algo_settings(**(plain(cfg.get("algo")) or {}))
+    check_algo_settings(plain(cfg.get("algo")) or {})
     check_model_settings(plain(cfg.get("model")) or {})
     check_hardware(cfg)
     check_role_settings(cfg)
@@ -33,158 +31,16 @@ def check_settings(cfg: DictConfig) -> None:
     check_output_folders(cfg)
 
 
-def check_algo_settings(
-    *,
-    group_size: int,
-    kl_beta: float,
-    epsilon_low: float,
-    epsilon_high: float,
-    loss_type: str,
-    scale_rewards: str,
-    num_iterations: int,
-    advantage_estimator: str = "grpo",
-    multi_objective_aggregation: str = "sum_then_normalize",
-    importance_sampling_level: str = "token",
-    policy_loss: str = "clip",
-    delta: float | None = None,
-    sapo_temperature_pos: float = 1.0,
-    sapo_temperature_neg: float = 1.05,
-    mask_truncated_completions: bool = False,
-    max_nonfinite_steps: int,
-    warn_tied_rollouts: int = 10,
-    top_k_ratio: float = 1.0,
-    ref_model_path: str | None = None,
-    sampler_is_cap: float | None = None,
-    max_tokens_per_pass: int | None = None,
-    sampling_rounds: int = 1,
-    **others: Any,
-) -> None:
-    """GRPO settings (`algo.*`) that cannot work."""
-    if not (type(sampling_rounds) is int and sampling_rounds >= 1):
-        raise ConfigError(
-            "algo.sampling_rounds must be a whole number of rollouts per step >= 1 (1: no "
-            f"dynamic sampling; DAPO's runs more while groups tie), got {sampling_rounds!r}"
-        )
-    if group_size < 2:
-        raise ConfigError(
-            f"algo.group_size must be >= 2 (advantages are group-relative), got {group_size}"
-        )
-    if kl_beta < 0:
-        raise ConfigError(f"algo.kl_beta must be >= 0, got {kl_beta}")
-    if kl_beta > HIGH_KL:
+def check_algo_settings(algo: dict[str, Any]) -> None:
+    """GRPO settings (`algo.*`): their types and what cannot work (`AlgoSettings`), and a
+    warning for a KL weight that tends to hold the policy where it started."""
+    settings = AlgoSettings.from_config(algo)
+    if settings.kl_beta > HIGH_KL:
         log.warning(
             "algo.kl_beta=%s is high: above %s the KL term tends to keep the policy where it "
             "started (0.01-0.1 is usual)",
-            kl_beta,
+            settings.kl_beta,
             HIGH_KL,
-        )
-    if not (0 <= epsilon_low < 1 or epsilon_low == math.inf) or epsilon_high < 0:
-        raise ConfigError(
-            "algo.epsilon_low must be in [0, 1) and algo.epsilon_high >= 0 (the ratio is clipped "
-            f"to [1 - epsilon_low, 1 + epsilon_high]; .inf for both turns clipping off), got "
-            f"{epsilon_low} and {epsilon_high}"
-        )
-    if sampler_is_cap is not None and not sampler_is_cap >= 1:
-        raise ConfigError(
-            f"algo.sampler_is_cap must be >= 1 (it caps pi_trainer / pi_sampler, 1 when they "
-            f"agree) or null for no correction, got {sampler_is_cap}"
-        )
-    if max_tokens_per_pass is not None and not (
-        type(max_tokens_per_pass) is int and max_tokens_per_pass >= 1
-    ):
-        raise ConfigError(
-            "algo.max_tokens_per_pass must be a whole number of tokens >= 1 (e.g. 4096) or null "
-            f"for one pass over all rows, got {max_tokens_per_pass!r}"
-        )
-    if not 0 < top_k_ratio <= 1:
-        raise ConfigError(f"algo.top_k_ratio must be in (0, 1], got {top_k_ratio}")
-    if ref_model_path is not None:
-        if kl_beta == 0:
-            raise ConfigError(
-                "algo.ref_model_path is set but algo.kl_beta is 0: the reference model is used "
-                "only by the KL term; set algo.kl_beta > 0 or drop algo.ref_model_path"
-            )
-        if not Path(str(ref_model_path)).is_dir():
-            raise MissingFileError(
-                f"algo.ref_model_path: no saved model folder at {ref_model_path}; point it to a "
-                "folder holding a LoRA adapter or a full model (e.g. a run's model/ folder)"
-            )
-    if loss_type not in LOSS_TYPES:
-        raise ConfigError(f"algo.loss_type must be one of {LOSS_TYPES}, got {loss_type!r}")
-    check_policy_loss(
-        policy_loss, epsilon_high, delta, (sapo_temperature_pos, sapo_temperature_neg)
-    )
-    if not isinstance(mask_truncated_completions, bool):
-        raise ConfigError(
-            "algo.mask_truncated_completions must be true or false, got "
-            f"{mask_truncated_completions!r}"
-        )
-    if scale_rewards not in SCALES:
-        raise ConfigError(f"algo.scale_rewards must be one of {SCALES}, got {scale_rewards!r}")
-    if importance_sampling_level not in RATIO_LEVELS:
-        raise ConfigError(
-            f"algo.importance_sampling_level must be one of {RATIO_LEVELS}, got "
-            f"{importance_sampling_level!r}"
-        )
-    if advantage_estimator not in ESTIMATORS:
-        raise ConfigError(
-            f"algo.advantage_estimator must be one of {sorted(ESTIMATORS)}, got "
-            f"{advantage_estimator!r}"
-        )
-    if advantage_estimator != "grpo" and scale_rewards != "none":
-        raise ConfigError(
-            f"algo.scale_rewards={scale_rewards} scales the grpo estimator's advantages only; "
-            f"with algo.advantage_estimator={advantage_estimator} set algo.scale_rewards=none "
-            f"(or use algo={advantage_estimator}, which does)"
-        )
-    if multi_objective_aggregation not in REWARD_AGGREGATIONS:
-        raise ConfigError(
-            f"algo.multi_objective_aggregation must be one of {REWARD_AGGREGATIONS}, got "
-            f"{multi_objective_aggregation!r}"
-        )
-    if multi_objective_aggregation == "normalize_then_sum" and advantage_estimator != "grpo":
-        raise ConfigError(
-            "algo.multi_objective_aggregation=normalize_then_sum (GDPO) makes the advantages "
-            f"itself; it replaces algo.advantage_estimator={advantage_estimator}: set "
-            "algo.advantage_estimator=grpo or algo.multi_objective_aggregation=sum_then_normalize"
-        )
-    if num_iterations < 1:
-        raise ConfigError(f"algo.num_iterations must be >= 1, got {num_iterations}")
-    if not (type(warn_tied_rollouts) is int and warn_tied_rollouts >= 0):
-        raise ConfigError(
-            "algo.warn_tied_rollouts must be a whole number of rollouts >= 0 (0 never warns), "
-            f"got {warn_tied_rollouts!r}"
-        )
-    if max_nonfinite_steps < 1:
-        raise ConfigError(f"algo.max_nonfinite_steps must be >= 1, got {max_nonfinite_steps}")
-
-
-def check_policy_loss(
-    name: str, epsilon_high: float, delta: float | None, temperatures: tuple[float, float]
-) -> None:
-    """`algo.policy_loss` and the keys that tune it."""
-    if name not in POLICY_LOSSES:
-        raise ConfigError(f"algo.policy_loss must be one of {sorted(POLICY_LOSSES)}, got {name!r}")
-    if delta is not None and name != "clip":
-        raise ConfigError(
-            f"algo.delta caps the clipped surrogate's ratio; algo.policy_loss={name} does not "
-            "use it: set algo.delta=null or algo.policy_loss=clip"
-        )
-    if delta is not None and not delta > 1:
-        raise ConfigError(
-            f"algo.delta must be > 1 (the cap of the ratio for negative advantages; above "
-            f"1 + algo.epsilon_high is usual) or null, got {delta}"
-        )
-    if name == "cispo" and not epsilon_high >= 1:
-        raise ConfigError(
-            f"algo.policy_loss=cispo caps the importance weight at algo.epsilon_high itself, not "
-            f"at 1 + epsilon_high, so it must be >= 1 (published: 5.0; algo=cispo sets it), got "
-            f"{epsilon_high}"
-        )
-    if not all(t > 0 for t in temperatures):
-        raise ConfigError(
-            "algo.sapo_temperature_pos and algo.sapo_temperature_neg must be > 0, got "
-            f"{temperatures[0]} and {temperatures[1]}"
         )
 
 

@@ -8,6 +8,7 @@ import pytest
 import torch
 
 from src.grpo.module import GRPOModule
+from src.grpo.settings import AlgoSettings
 from src.policy.generator import Generator
 from src.reward.accuracy import AnswerAccuracy
 from src.reward.combine import CombinedReward
@@ -23,10 +24,13 @@ def make_module(lm, skip: bool, loss_type: str) -> GRPOModule:
         policy=Generator(),
         reward=CombinedReward({"accuracy": AnswerAccuracy()}),
         optimizer=functools.partial(torch.optim.SGD, lr=0.1),
-        group_size=4,
-        loss_type=loss_type,
-        skip_zero_advantage=skip,
+        settings=AlgoSettings(group_size=4, loss_type=loss_type, skip_zero_advantage=skip),
     )
+
+
+def change(module: GRPOModule, **settings) -> None:
+    """Change some of a module's settings."""
+    module.settings = dataclasses.replace(module.settings, **settings)
 
 
 @pytest.mark.parametrize("loss_type", ["grpo", "bnpo", "dapo", "dr_grpo"])
@@ -68,7 +72,7 @@ def test_nothing_is_skipped_with_a_kl_term_or_nothing_to_learn(rollout_and_lm, m
     module = make_module(lm, True, "grpo")
     module.policy_loss(rollout, torch.zeros(12), None, None)
     module.policy_loss(rollout, torch.tensor([1.0, -1.0] + [0.0] * 10), None, None)
-    module.kl_beta = 0.1
+    change(module, kl_beta=0.1)
     module.policy_loss(
         rollout,
         torch.tensor([1.0, -1.0] + [0.0] * 10),
@@ -99,7 +103,7 @@ def test_a_sampler_that_reports_its_log_probs_is_corrected_only_when_asked(rollo
     results = {}
     for name, cap, shift in (("plain", None, 0.0), ("same", 2.0, 0.0), ("lower", 2.0, -0.1)):
         module = make_module(lm, False, "bnpo")
-        module.sampler_is_cap = cap
+        change(module, sampler_is_cap=cap)
         # the sampler saw each token as likely as the trainer, or e^-0.1 times as likely
         reported = dataclasses.replace(rollout, sampler_logps=trainer_logps + shift)
         results[name] = module.policy_loss(reported, advantages, trainer_logps, None)[:2]

@@ -15,6 +15,7 @@ from torch.utils.data import DataLoader
 
 from src.data.datamodule import keep_rows
 from src.grpo.module import GRPOModule
+from src.grpo.settings import AlgoSettings
 from src.model.network import PolicyNetwork, Sequences
 from src.policy.generator import Generator
 from src.reward.combine import CombinedReward
@@ -105,9 +106,7 @@ def test_grpo_trains_a_network_that_is_not_a_causal_lm():
         policy=Generator(template="{question}"),
         reward=CombinedReward({"sevens": sevens}),
         optimizer=functools.partial(torch.optim.SGD, lr=2.0),
-        group_size=8,
-        kl_beta=0.01,
-        samples_every_n_steps=0,
+        settings=AlgoSettings(group_size=8, kl_beta=0.01, samples_every_n_steps=0),
     )
     rows = [{"question": "digits", "answer": "7"}] * 4
     trainer = L.Trainer(

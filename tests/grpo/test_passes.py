@@ -11,7 +11,7 @@ import src.grpo.module as grpo_module
 from src.grpo.objective import grpo_loss
 from src.grpo.passes import pass_cost, row_runs, token_passes
 from src.rollout.rollout import Rollout
-from tests.grpo.test_module import make_module
+from tests.grpo.test_module import change, make_module
 
 METRICS = (
     "pg_loss",
@@ -87,8 +87,13 @@ def update(
 ):
     """accumulate_gradients of a module without a trainer: plain backward, one process."""
     module = make_module(lm, True, loss_type)
-    module.kl_beta, module.sampler_is_cap, module.max_tokens_per_pass = kl_beta, cap, budget
-    module.mask_truncated_completions = mask_cut
+    change(
+        module,
+        kl_beta=kl_beta,
+        sampler_is_cap=cap,
+        max_tokens_per_pass=budget,
+        mask_truncated_completions=mask_cut,
+    )
     module.trainer = types.SimpleNamespace(strategy=None)
     module.manual_backward = lambda loss: loss.backward()
     passes = []
@@ -184,7 +189,7 @@ def test_every_process_runs_as_many_passes(rollout_and_lm, monkeypatch):
     fewer trained rows than that runs all its rows (the others add nothing)."""
     rollout, lm = rollout_and_lm
     module = make_module(lm, True, "grpo")
-    module.max_tokens_per_pass = None
+    change(module, max_tokens_per_pass=None)
     monkeypatch.setattr(grpo_module, "world_size", lambda: 2)
     monkeypatch.setattr(grpo_module, "sum_over_processes", lambda values: dict(values))
     counts = {"other": 5}

@@ -6,7 +6,11 @@ import math
 
 from omegaconf import OmegaConf
 
+from src.grpo.settings import BUILT_KEYS, AlgoSettings, setting_names
 from src.utils.compose import compose_train_config
+from src.utils.resolvers import PROJECT_ROOT
+
+PRESETS = ("grpo", "dr_grpo", "dapo", "gspo", "rloo", "reinforce_pp", "cispo", "reinforce")
 
 CHANGED = {"scale_rewards", "epsilon_low", "epsilon_high", "num_iterations"}
 
@@ -22,7 +26,7 @@ def test_reinforce_composes_over_the_grpo_settings() -> None:
     assert reinforce["epsilon_low"] == math.inf and reinforce["epsilon_high"] == math.inf
     assert reinforce["num_iterations"] == 1
     # Everything else is GRPO's, the task's overrides (the arithmetic learning rate) included.
-    assert reinforce["_target_"] == grpo["_target_"] == "src.grpo.module.GRPOModule"
+    assert reinforce["_target_"] == grpo["_target_"] == "src.grpo.module.GRPOModule.from_config"
     assert reinforce["optimizer"]["lr"] == grpo["optimizer"]["lr"]
     assert reinforce["max_completion_length"] == grpo["max_completion_length"]
     assert set(reinforce) == set(grpo)
@@ -57,3 +61,26 @@ def test_the_algorithm_presets_change_only_what_their_method_changes() -> None:
         preset = algo(choice)
         assert set(preset) == set(grpo), choice
         assert {k: v for k, v in preset.items() if preset[k] != grpo[k]} == changed, choice
+
+
+def test_the_settings_are_declared_once_and_every_preset_is_a_valid_set() -> None:
+    """conf/algo/grpo.yaml holds exactly AlgoSettings' keys (and what builds the module), and
+    every preset's values pass its types and checks."""
+    names = setting_names()
+    grpo = algo("grpo")
+    assert set(grpo) == set(names) | set(BUILT_KEYS)
+    for choice in PRESETS:
+        cfg = compose_train_config([f"algo={choice}", "paths.run_dir=unused"])
+        plain = OmegaConf.to_container(cfg.algo, resolve=True)
+        settings = AlgoSettings.from_config(plain)
+        assert settings.group_size == plain["group_size"], choice
+
+
+def test_the_configuration_page_documents_every_setting() -> None:
+    page = (PROJECT_ROOT / "docs" / "configuration.md").read_text()
+    table = page[page.index("## GRPO settings") : page.index("## Sweeps")]
+    documented = set()
+    for line in table.splitlines():
+        if line.startswith("| `"):
+            documented |= {part.strip("` ") for part in line.split("|")[1].split(",")}
+    assert documented == set(setting_names())

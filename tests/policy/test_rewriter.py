@@ -15,6 +15,7 @@ from torch.utils.data import DataLoader
 from src.data.datamodule import keep_rows
 from src.data.mcq import mcq_row
 from src.grpo.module import GRPOModule
+from src.grpo.settings import AlgoSettings
 from src.model.causal_lm import load_causal_lm
 from src.policy.rewriter import Rewriter, first_letter
 from src.retrieval.corpus import Document
@@ -172,9 +173,7 @@ def test_a_step_changes_only_the_rewriters_lora_weights(tmp_path, tiny_lm):
         policy=role,
         reward=CombinedReward({"answer": lambda o, r: [float(bool(x)) for x in o]}),
         optimizer=functools.partial(torch.optim.SGD, lr=1.0),
-        group_size=4,
-        kl_beta=0.02,
-        samples_every_n_steps=0,
+        settings=AlgoSettings(group_size=4, kl_beta=0.02, samples_every_n_steps=0),
     )
     torch.manual_seed(3)
     trainer = L.Trainer(

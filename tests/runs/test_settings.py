@@ -19,14 +19,19 @@ CASES = [
     ("algo.scale_rewards=max", "algo.scale_rewards must be one of"),
     ("algo.advantage_estimator=gae", "algo.advantage_estimator must be one of"),
     ("algo.importance_sampling_level=group", "algo.importance_sampling_level must be one of"),
-    ("algo.warn_tied_rollouts=-1", "algo.warn_tied_rollouts must be a whole number of rollouts"),
+    ("algo.warn_tied_rollouts=-1", r"algo.warn_tied_rollouts must be >= 0 \(rollouts; 0 never"),
     (
         "algo.advantage_estimator=rloo",
         "algo.scale_rewards=group scales the grpo estimator's advantages only; .* "
         "set algo.scale_rewards=none",
     ),
     ("algo.num_iterations=0", "algo.num_iterations must be >= 1"),
-    ("algo.sampling_rounds=0", "algo.sampling_rounds must be a whole number of rollouts"),
+    ("algo.sampling_rounds=0", "algo.sampling_rounds must be >= 1"),
+    ("algo.group_size=abc", "algo.group_size must be a whole number, got 'abc'"),
+    ("algo.max_completion_length=0", "algo.max_completion_length must be >= 1"),
+    ("algo.kl_beta=true", "algo.kl_beta must be a number, got True"),
+    ("algo.loss_type=null", "algo.loss_type must be a name, got None"),
+    ("+algo.clip_range=0.3", "algo.clip_range is not a setting of the algorithm; known: "),
     (
         "algo=dapo trainer.devices=2 trainer.strategy=ddp",
         "algo.sampling_rounds=3 .* runs on one training process",
@@ -44,8 +49,8 @@ CASES = [
     ("algo=cispo algo.policy_loss=sapo algo.sapo_temperature_neg=0", "must be > 0"),
     ("model.dtype=float8", "model.dtype must be one of"),
     ("algo.sampler_is_cap=0.5", "algo.sampler_is_cap must be >= 1"),
-    ("algo.max_tokens_per_pass=0", "algo.max_tokens_per_pass must be a whole number of tokens"),
-    ("algo.max_tokens_per_pass=1.5", "algo.max_tokens_per_pass must be a whole number of tokens"),
+    ("algo.max_tokens_per_pass=0", r"algo.max_tokens_per_pass must be >= 1 \(tokens per pass"),
+    ("algo.max_tokens_per_pass=1.5", "algo.max_tokens_per_pass must be a whole number or null"),
     (
         "hardware=[cpu,4bit]",
         r"4-bit weights cannot be trained; add the adapter with hardware=\[4bit,lora\]",
