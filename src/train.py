@@ -17,6 +17,7 @@ from omegaconf import DictConfig
 from src.pretraining.stages import run_stages
 from src.runs.cli import run_cli
 from src.runs.dry_run import dry_run
+from src.runs.length import evaluation_interval
 from src.runs.parts import build_run_parts, load_reference, log_figures
 from src.runs.record import recorded_run
 from src.runs.resume import resume_point
@@ -52,14 +53,19 @@ def train(cfg: DictConfig, tags: dict[str, str] | None = None) -> dict[str, floa
             reference=load_reference(cfg),  # algo.ref_model_path; None: the initial policy
         )
         callbacks = [build(callback) for callback in cfg.get("callbacks", {}).values()]
-        trainer: L.Trainer = build(cfg.trainer, logger=loggers, callbacks=callbacks)
+        trainer: L.Trainer = build(
+            cfg.trainer,
+            logger=loggers,
+            callbacks=callbacks,
+            val_check_interval=evaluation_interval(cfg),  # in rollouts, as Lightning counts
+        )
 
         # Held-out evaluation at step 0, every val_check_interval steps, and at the last step.
         if resume is None:
             trainer.validate(module, datamodule=datamodule, verbose=False)
         checkpoint = resume.checkpoint if resume else None
         trainer.fit(module, datamodule=datamodule, ckpt_path=checkpoint, weights_only=True)
-        if trainer.global_step % cfg.trainer.val_check_interval:
+        if module.evaluated_step != trainer.global_step:
             trainer.validate(module, datamodule=datamodule, verbose=False)
         if cfg.get("save_model") and trainer.is_global_zero:  # one process writes the model
             log.info("Saving the trained policy to %s", lm.save(cfg.save_model, merge=False))

@@ -96,6 +96,7 @@ class GRPOModule(L.LightningModule):
         self.reference: Scorer | None = None  # built by configure_model, before any update
         self.scorer = GreedyScorer(sampler, policy, reward)  # held-out evaluation
         self.num_tokens = 0
+        self.evaluated_step: int | None = None  # the optimizer step of the last evaluation
         self.restored_rng: Any = None  # from a checkpoint, set at train start
 
     @classmethod
@@ -482,6 +483,7 @@ class GRPOModule(L.LightningModule):
             return
         self.log_to_loggers(results)
         self.log_dict(results, prog_bar=False, logger=False)
+        self.evaluated_step = self.global_step
 
 
 def aliased(metrics: dict[str, float], aliases: dict[str, str]) -> dict[str, float]:

@@ -13,6 +13,13 @@ from src.data.datamodule import PromptDataModule
 log = logging.getLogger(__name__)
 
 
+def evaluation_interval(cfg: DictConfig) -> int:
+    """`trainer.val_check_interval` (optimizer steps) in the unit Lightning counts it in:
+    training batches, each one rollout of `algo.num_iterations` optimizer steps."""
+    steps = int(cfg.trainer.val_check_interval)
+    return max(1, math.ceil(steps / int(cfg.algo.get("num_iterations", 1))))
+
+
 def settle_max_steps(cfg: DictConfig, datamodule: PromptDataModule) -> int:
     """`trainer.max_steps` as set, or, when it is null, ceil(epochs x training rows /
     data.batch_size) rollouts of `algo.num_iterations` updates each; written into the config

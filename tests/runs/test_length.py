@@ -7,7 +7,7 @@ import math
 
 import pytest
 
-from src.runs.length import settle_max_steps
+from src.runs.length import evaluation_interval, settle_max_steps
 from src.runs.settings import check_settings
 from src.utils.config import build
 from src.utils.errors import ConfigError
@@ -84,3 +84,21 @@ def test_low_memory_loads_4_bit_weights_and_needs_lora(make_cfg):
     check_settings(cfg)
     with pytest.raises(ConfigError, match="4-bit weights cannot be trained"):
         check_settings(make_cfg("task=math", "preset=low_memory", "model=tiny", tiny=False))
+
+
+@pytest.mark.slow
+def test_evaluation_follows_optimizer_steps_with_several_updates_per_rollout(make_cfg):
+    """trainer.val_check_interval counts optimizer steps, and the last step is evaluated,
+    whatever algo.num_iterations."""
+    from src.train import train
+    from tests.helpers.mlflow_runs import history, only_run
+
+    cfg = make_cfg(
+        "algo.num_iterations=2",
+        "trainer.max_steps=6",
+        "trainer.val_check_interval=4",
+        "callbacks.checkpoint.every_n_train_steps=2",
+    )
+    assert evaluation_interval(cfg) == 2  # rollouts, as Lightning counts
+    train(cfg)
+    assert sorted(history(cfg, only_run(cfg), "eval/accuracy")) == [0, 4, 6]
