@@ -138,6 +138,13 @@ MUTATIONS = [
         (LOSSES,),
     ),
     Mutation(
+        "top_entropy_quantile's threshold at the wrong quantile",
+        "src/grpo/objective.py",
+        "torch.quantile(entropies.float(), 1.0 - keep)",
+        "torch.quantile(entropies.float(), keep)",
+        ("tests/grpo/test_passes.py",),
+    ),
+    Mutation(
         "GDPO without the batch normalisation",
         "src/grpo/advantages.py",
         "return (total - total.mean()) / (total.std() + eps)",

@@ -25,7 +25,7 @@ from src.grpo.advantages import estimate_advantages, keep_top_k, normalize_then_
 from src.grpo.dynamic_sampling import sample_with_spread
 from src.grpo.metrics import RolloutRecord, rollout_metrics, sample_rows
 from src.grpo.nonfinite import NonFiniteGuard
-from src.grpo.objective import grpo_loss, sampler_correction, to_whole_batch
+from src.grpo.objective import entropy_threshold, grpo_loss, sampler_correction, to_whole_batch
 from src.grpo.passes import token_passes
 from src.grpo.reduction import UpdatePlan, combine_passes, reduce_loss_metrics
 from src.grpo.reference import reference_log_probs, reference_policy
@@ -402,7 +402,20 @@ class GRPOModule(L.LightningModule):
         counted = bool(trained.any()) or not anywhere  # whether this process's entropy counts
         if not (skipping and trained.any()):
             trained = torch.ones_like(trained)  # a KL term, or rows with nothing to learn
-        return UpdatePlan(trained, counted, all_tokens, total["tokens"] / world_size())
+        threshold = None
+        if self.settings.top_entropy_quantile < 1.0:
+            threshold = self.entropy_threshold(rollout)
+        return UpdatePlan(trained, counted, all_tokens, total["tokens"] / world_size(), threshold)
+
+    def entropy_threshold(self, rollout: Rollout) -> float:
+        """`algo.top_entropy_quantile`'s threshold over every counted token of the update, on
+        every process (one forward without gradient over all rows, as the passes may leave
+        some rows out)."""
+        with torch.no_grad():
+            entropy = self.lm.log_probs(rollout, self.temperature, with_entropy=True)[1]
+        counted = entropy[self.loss_mask(rollout).bool()].float().cpu()
+        everyone = torch.cat(gather_objects(counted))
+        return entropy_threshold(everyone, self.settings.top_entropy_quantile)
 
     def policy_loss(
         self,
@@ -430,6 +443,9 @@ class GRPOModule(L.LightningModule):
             sampler_weights, sampler_metrics = sampler_correction(
                 old, part.sampler_logps, part.completion_mask, self.settings.sampler_is_cap
             )
+        if plan.entropy_threshold is not None:  # only the high-entropy tokens' policy term
+            kept = (entropy >= plan.entropy_threshold).to(logps.dtype)
+            sampler_weights = kept if sampler_weights is None else sampler_weights * kept
         loss, metrics = grpo_loss(
             logps,
             old,

@@ -7,6 +7,8 @@ i*G ... i*G+G-1.
 
 from __future__ import annotations
 
+import math
+
 import torch
 from torch import Tensor
 
@@ -134,6 +136,16 @@ def aggregate(
         count = mask.sum() if num_tokens is None else torch.as_tensor(num_tokens)
         return (per_token * mask).sum() / count.to(per_token.dtype).clamp(min=1.0)
     return (per_token * mask).sum() / (per_token.size(0) * max_completion_length)
+
+
+def entropy_threshold(entropies: Tensor, keep: float) -> float:
+    """The entropy at or above which a token stays in the policy term when the top `keep`
+    share of tokens by entropy are kept (`algo.top_entropy_quantile`, "Beyond the 80/20
+    rule"): the (1 - keep) quantile of `entropies`, every counted token's of the update, with
+    linear interpolation. keep 1.0 keeps every token; 0.0 only the highest."""
+    if entropies.numel() == 0:
+        return math.inf
+    return float(torch.quantile(entropies.float(), 1.0 - keep))
 
 
 def to_whole_batch(

@@ -18,6 +18,9 @@ class UpdatePlan:
     counted: bool  # whether this process's entropy counts (it trains rows, or no process does)
     all_tokens: Tensor  # completion tokens of all this process's rows
     num_tokens: Tensor | float  # what bnpo/dapo divide by: the global token count / processes
+    entropy_threshold: float | None = (
+        None  # top_entropy_quantile: tokens below it leave the policy term
+    )
 
 
 TOKEN_MEANS = ("kl", "clip_ratio/low_mean", "clip_ratio/high_mean", "clip_ratio/region_mean")

@@ -45,6 +45,7 @@ class AlgoSettings:
     sapo_temperature_pos: float = 1.0
     sapo_temperature_neg: float = 1.05
     mask_truncated_completions: bool = False
+    top_entropy_quantile: float = 1.0
     max_grad_norm: float | None = 1.0
     max_completion_length: int | None = None  # None: the sampler's
     samples_every_n_steps: int = 50
@@ -97,6 +98,11 @@ class AlgoSettings:
             raise ConfigError(
                 f"algo.sampler_is_cap must be >= 1 (it caps pi_trainer / pi_sampler, 1 when they "
                 f"agree) or null for no correction, got {self.sampler_is_cap}"
+            )
+        if not 0 <= self.top_entropy_quantile <= 1:
+            raise ConfigError(
+                "algo.top_entropy_quantile must be in [0, 1] (the share of tokens by entropy "
+                f"whose policy term counts; 1.0 keeps all), got {self.top_entropy_quantile}"
             )
         if not 0 < self.top_k_ratio <= 1:
             raise ConfigError(f"algo.top_k_ratio must be in (0, 1], got {self.top_k_ratio}")

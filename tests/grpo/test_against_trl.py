@@ -125,3 +125,17 @@ def test_our_loss_and_its_gradient_equal_trls(trl_type, policy, loss_type, setti
     assert values[1] == pytest.approx(values[0], rel=1e-5, abs=1e-7)
     assert torch.allclose(grads[1], grads[0], rtol=1e-5, atol=1e-7)
     assert grads[0].abs().sum() > 0  # the case has a gradient to compare
+
+
+@pytest.mark.parametrize("keep", [0.0, 0.2, 0.5, 1.0])
+def test_the_high_entropy_tokens_are_trls(keep) -> None:
+    from src.grpo.objective import entropy_threshold
+
+    generator = torch.Generator().manual_seed(1)
+    entropies = torch.rand(N, T, generator=generator) * 4
+    mask = torch.tensor([[1, 1, 1, 1, 1], [1, 1, 0, 0, 0], [1, 1, 1, 0, 0], [1, 0, 0, 0, 0]])
+    trainer = SimpleNamespace(accelerator=OneProcess())
+    trainer.accelerator.pad_across_processes = lambda tensor, dim, pad_index: tensor
+    theirs = trl_grpo.GRPOTrainer.get_high_entropy_mask(trainer, entropies, mask, 1 - keep)
+    ours = (entropies >= entropy_threshold(entropies[mask.bool()], keep)) & mask.bool()
+    assert torch.equal(ours, theirs)

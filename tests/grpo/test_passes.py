@@ -83,8 +83,9 @@ def test_a_group_over_the_budget_is_split_and_a_long_row_runs_alone():
 
 
 def update(
-    lm, rollout, advantages, old, ref, *, budget, loss_type, kl_beta, cap=None, mask_cut=False
-):
+    lm, rollout, advantages, old, ref, *, budget, loss_type, kl_beta, cap=None, mask_cut=False,
+    top_entropy=1.0,
+):  # fmt: skip
     """accumulate_gradients of a module without a trainer: plain backward, one process."""
     module = make_module(lm, True, loss_type)
     change(
@@ -93,6 +94,7 @@ def update(
         sampler_is_cap=cap,
         max_tokens_per_pass=budget,
         mask_truncated_completions=mask_cut,
+        top_entropy_quantile=top_entropy,
     )
     module.trainer = types.SimpleNamespace(strategy=None)
     module.manual_backward = lambda loss: loss.backward()
@@ -133,6 +135,20 @@ def test_passes_give_the_gradient_loss_and_metrics_of_one_pass(rollout_and_lm, l
         assert torch.allclose(full, passed, atol=1e-6, rtol=1e-4)
 
 
+def assert_both_are(one, many, lm, inputs, options) -> None:
+    """The updates in one pass and in many have grpo_loss's value and gradient on `inputs`
+    (rollout, old, ref, advantages, mask) with `options`."""
+    rollout, old, ref, advantages, mask = inputs
+    lm.zero_grad()
+    expected, _ = grpo_loss(lm.log_probs(rollout)[0], old, ref, advantages, mask, **options)
+    expected.backward()
+    assert one[1] == pytest.approx(expected.item(), rel=1e-5)
+    assert many[1] == pytest.approx(expected.item(), rel=1e-5)
+    for full, passed, wanted in zip(one[4], many[4], lm.parameters(), strict=True):
+        assert torch.allclose(full, wanted.grad, atol=1e-6, rtol=1e-4)
+        assert torch.allclose(passed, wanted.grad, atol=1e-6, rtol=1e-4)
+
+
 @pytest.mark.parametrize(
     ("loss_type", "kl_beta"), [("token-mean", 0.0), ("seq-mean-token-mean", 0.1)]
 )
@@ -154,19 +170,36 @@ def test_truncated_completions_leave_the_loss_in_every_pass(rollout_and_lm, loss
     one = update(*args, budget=None, **options)
     many = update(*args, budget=12, **options)
     kept = rollout.completion_mask * (~cut).unsqueeze(1)
-    lm.zero_grad()
-    expected, _ = grpo_loss(
-        lm.log_probs(rollout)[0], old, ref, advantages, kept, beta=kl_beta, epsilon_low=0.2,
-        epsilon_high=0.2, loss_type=loss_type,
-    )  # fmt: skip
-    expected.backward()
-    assert one[1] == pytest.approx(expected.item(), rel=1e-5)
-    assert many[1] == pytest.approx(expected.item(), rel=1e-5)
-    for full, passed, wanted in zip(one[4], many[4], lm.parameters(), strict=True):
-        assert torch.allclose(full, wanted.grad, atol=1e-6, rtol=1e-4)
-        assert torch.allclose(passed, wanted.grad, atol=1e-6, rtol=1e-4)
+    loss = {"beta": kl_beta, "epsilon_low": 0.2, "epsilon_high": 0.2, "loss_type": loss_type}
+    assert_both_are(one, many, lm, (rollout, old, ref, advantages, kept), loss)
     unmasked = update(*args, budget=None, loss_type=loss_type, kl_beta=kl_beta)
     assert unmasked[1] != pytest.approx(one[1], rel=1e-3)  # the cut rows counted before
+
+
+@pytest.mark.parametrize("kl_beta", [0.0, 0.1])
+def test_only_high_entropy_tokens_keep_their_policy_term_in_every_pass(rollout_and_lm, kl_beta):
+    """algo.top_entropy_quantile 0.4: the policy term of tokens below the 0.6 quantile of the
+    update's token entropies is dropped (grpo_loss with those tokens weighted 0), the KL term
+    keeps every token, whatever the passes."""
+    rollout, lm = rollout_and_lm
+    advantages = torch.tensor([1.0, -1.0, 0.0, 0.5, 0, 0, 0, 0, -0.3, 0.2, 0.4, -0.3])
+    with torch.no_grad():
+        logps, entropy = lm.log_probs(rollout, with_entropy=True)
+    old = logps + 0.3 * torch.randn(logps.shape)
+    ref = logps + 0.2 * torch.randn(logps.shape)
+    args = (lm, rollout, advantages, old, ref)
+    options = {"loss_type": "token-mean", "kl_beta": kl_beta, "top_entropy": 0.4}
+    one = update(*args, budget=None, **options)
+    many = update(*args, budget=12, **options)
+    counted = rollout.completion_mask.bool()
+    threshold = torch.quantile(entropy[counted], 0.6)
+    kept = ((entropy >= threshold) & counted).float()
+    assert 0.3 < kept.sum() / counted.sum() < 0.5
+    loss = {"beta": kl_beta, "epsilon_low": 0.2, "epsilon_high": 0.2, "loss_type": "token-mean"}
+    inputs = (rollout, old, ref, advantages, rollout.completion_mask)
+    assert_both_are(one, many, lm, inputs, {**loss, "sampler_weights": kept})
+    everything = update(*args, budget=None, loss_type="token-mean", kl_beta=kl_beta)
+    assert everything[1] != pytest.approx(one[1], rel=1e-3)
 
 
 def test_passes_keep_the_sampler_correction_metrics(rollout_and_lm):

@@ -45,6 +45,7 @@ CASES = [
     ("algo.policy_loss=cispo", "caps the importance weight at algo.epsilon_high itself"),
     ("algo=cispo algo.delta=2.0", "algo.policy_loss=cispo does not use it"),
     ("algo.delta=0.9", "algo.delta must be > 1"),
+    ("algo.top_entropy_quantile=1.5", r"algo.top_entropy_quantile must be in \[0, 1\]"),
     ("algo.mask_truncated_completions=maybe", "algo.mask_truncated_completions must be true or"),
     ("algo=cispo algo.policy_loss=sapo algo.sapo_temperature_neg=0", "must be > 0"),
     ("model.dtype=float8", "model.dtype must be one of"),
