@@ -63,7 +63,7 @@ MUTATIONS = [
     Mutation(
         "resume without restoring the random generators",
         "src/grpo/module.py",
-        "            set_rng_states(self.restored_rng)\n",
+        "            set_rng_states(saved[rank()] if isinstance(saved, list) else saved)\n",
         "            pass\n",
         (RESUME,),
     ),
@@ -105,15 +105,15 @@ MUTATIONS = [
     Mutation(
         "dr_grpo normalised by the longest completion of the batch",
         "src/grpo/objective.py",
-        "(logps.size(0) * max_completion_length)",
-        "(logps.size(0) * logps.size(1))",
+        "(sequences * max_completion_length)",
+        "(sequences * per_token.size(1))",
         (OBJECTIVE,),
     ),
     Mutation(
         "the KL term with the wrong sign",
         "src/grpo/objective.py",
-        "per_token = per_token + beta * kl",
-        "per_token = per_token - beta * kl",
+        "loss = pg_loss + kl_penalty",
+        "loss = pg_loss - kl_penalty",
         (OBJECTIVE,),
     ),
     Mutation(
@@ -182,15 +182,15 @@ MUTATIONS = [
     Mutation(
         "logits multiplied by the temperature",
         "src/model/causal_lm.py",
-        ".float() / temperature",
-        ".float() * temperature",
+        "logits = logits / temperature",
+        "logits = logits * temperature",
         ("tests/model/test_causal_lm.py",),
     ),
     Mutation(
         "entropy halved",
         "src/model/causal_lm.py",
-        "entropy = log_norm - (probs * logits).sum(-1)",
-        "entropy = (log_norm - (probs * logits).sum(-1)) / 2",
+        "entropy[start : start + rows] = log_norm[start : start + rows] - (probs * part).sum(-1)",
+        "entropy[start : start + rows] = (log_norm[start : start + rows] - (probs * part).sum(-1)) / 2",
         ("tests/model/test_causal_lm.py",),
     ),
     Mutation(

@@ -25,7 +25,7 @@ from src.grpo.advantages import estimate_advantages, keep_top_k, normalize_then_
 from src.grpo.dynamic_sampling import sample_with_spread
 from src.grpo.metrics import RolloutRecord, rollout_metrics, sample_rows
 from src.grpo.nonfinite import NonFiniteGuard
-from src.grpo.objective import entropy_threshold, grpo_loss, sampler_correction, to_whole_batch
+from src.grpo.objective import Denominators, entropy_threshold, grpo_loss, sampler_correction
 from src.grpo.passes import token_passes
 from src.grpo.reduction import UpdatePlan, combine_passes, reduce_loss_metrics
 from src.grpo.reference import reference_log_probs, reference_policy
@@ -428,9 +428,9 @@ class GRPOModule(L.LightningModule):
     ) -> tuple[Tensor, dict[str, Tensor], dict[str, float]]:
         """The GRPO loss of this process's rows (`rows`, a boolean mask, or all the rows
         `plan` trains), its metrics (entropy included) and the weights that reduce each metric
-        over processes (`reduce_loss_metrics`). The loss and metrics are brought to their
-        share of the whole batch's (`to_whole_batch`), so the losses of passes over disjoint
-        rows add up to that of the whole batch; entropy is the mean over the rows run."""
+        over processes (`reduce_loss_metrics`). The loss and its token-mean metrics divide by
+        the whole update's counts (`Denominators`), so the losses of passes over disjoint rows
+        add up to that of the whole batch; entropy is the mean over the rows run."""
         plan = plan or self.update_plan(rollout, advantages)
         trained = plan.trained if rows is None else rows
         all_tokens, num_tokens, counted = plan.all_tokens, plan.num_tokens, plan.counted
@@ -457,7 +457,11 @@ class GRPOModule(L.LightningModule):
             epsilon_high=self.settings.epsilon_high,
             loss_type=self.settings.loss_type,
             max_completion_length=self.max_completion_length,
-            num_tokens=num_tokens,
+            denominators=Denominators(
+                tokens=num_tokens,  # the global batch's / processes
+                sequences=rollout.completion_ids.size(0),  # this process's, one share of P
+                metric_tokens=all_tokens,  # this process's: reduce_loss_metrics weighs them
+            ),
             sampler_weights=sampler_weights,
             ratio_level=self.settings.importance_sampling_level,
             policy=self.settings.policy_loss,
@@ -472,12 +476,6 @@ class GRPOModule(L.LightningModule):
         metrics["entropy"] = (entropy * part_mask).sum() / part_tokens.clamp(min=1)
         metrics["mean_log_prob"] = (logps.detach() * part_mask).sum() / part_tokens.clamp(min=1)
         metrics.update(sampler_metrics)
-        if part is not rollout:
-            token_share = self.loss_mask(part).sum() / all_tokens.clamp(min=1)
-            row_share = trained.float().mean()
-            loss, metrics = to_whole_batch(
-                loss, metrics, self.settings.loss_type, row_share, token_share
-            )
         weights = {
             "tokens": float(all_tokens),  # clip ratios and kl are over the whole rollout's
             "part_tokens": float(part_tokens) if counted else 0.0,  # entropy: rows trained on

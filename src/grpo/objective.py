@@ -8,6 +8,7 @@ i*G ... i*G+G-1.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import torch
 from torch import Tensor
@@ -40,8 +41,25 @@ def per_token_kl(logps: Tensor, ref_logps: Tensor) -> Tensor:
     return torch.exp(delta) - delta - 1
 
 
+@dataclass(frozen=True)
+class Denominators:
+    """What the aggregations and the metrics divide by, counted over the whole update before
+    it is split into passes (verl's global denominators): the losses of passes over disjoint
+    rows then simply add up to the update's, and on P processes whose gradients are averaged,
+    to the global batch's. None: the count of the rows given (one pass, one process)."""
+
+    tokens: Tensor | float | None = None  # token-mean: the global batch's counted tokens / P
+    sequences: Tensor | float | None = None  # seq-mean-*: the global batch's completions / P
+    metric_tokens: Tensor | float | None = None  # kl and clip ratios: this process's tokens
+
+
 def _masked_mean(values: Tensor, mask: Tensor) -> Tensor:
     return (values * mask).sum() / mask.sum().clamp(min=1.0)
+
+
+def _count(given: Tensor | float | None, own: Tensor) -> Tensor:
+    count = own if given is None else torch.as_tensor(given, device=own.device)
+    return count.to(own.dtype).clamp(min=1.0)
 
 
 def grpo_loss(
@@ -56,7 +74,7 @@ def grpo_loss(
     epsilon_high: float,
     loss_type: str,
     max_completion_length: int | None = None,
-    num_tokens: Tensor | float | None = None,
+    denominators: Denominators | None = None,
     sampler_weights: Tensor | None = None,
     ratio_level: str = "token",
     policy: str = "clip",
@@ -68,8 +86,9 @@ def grpo_loss(
 
     logps, old_logps, ref_logps and mask are [N, T]; advantages is [N]. old_logps None means
     one update per rollout (ratio 1, gradient of the plain policy gradient); ref_logps None or
-    beta == 0 drops the KL term. `num_tokens` is what `bnpo`/`dapo` divide the token sum by
-    (None: the mask's count); `sampler_weights` [N, T] multiply each token's surrogate (the
+    beta == 0 drops the KL term. `denominators` are what the aggregation and the token-mean
+    metrics divide by (None: the counts of these rows); `sampler_weights` [N, T] multiply each
+    token's surrogate (the
     truncated importance weight of a sampler that differs from the trained network, see
     `sampler_correction`). `ratio_level` `sequence` (GSPO) gives every token of a completion
     the completion's ratio, the geometric mean of its token ratios. `policy`, `delta` and
@@ -96,21 +115,27 @@ def grpo_loss(
     per_token = surrogate.per_token
     if sampler_weights is not None:
         per_token = per_token * sampler_weights
-    pg_loss = aggregate(per_token, mask, loss_type, max_completion_length, num_tokens)
+    counts = denominators or Denominators()
+    pg_loss = aggregate(per_token, mask, loss_type, max_completion_length, counts)
     kl_penalty = logps.new_zeros(())
     use_kl = ref_logps is not None and beta != 0.0
     if use_kl:
         kl = per_token_kl(logps, ref_logps)
-        kl_penalty = aggregate(beta * kl, mask, loss_type, max_completion_length, num_tokens)
+        kl_penalty = aggregate(beta * kl, mask, loss_type, max_completion_length, counts)
     loss = pg_loss + kl_penalty
 
     with torch.no_grad():
         low, high = surrogate.low, surrogate.high  # where the clip changed a token's term
+        tokens = _count(counts.metric_tokens, mask.sum())
+
+        def token_mean(values: Tensor) -> Tensor:
+            return (values.to(mask.dtype) * mask).sum() / tokens
+
         metrics = {
-            "kl": _masked_mean(kl, mask) if use_kl else logps.new_zeros(()),
-            "clip_ratio/low_mean": _masked_mean(low.to(mask.dtype), mask),
-            "clip_ratio/high_mean": _masked_mean(high.to(mask.dtype), mask),
-            "clip_ratio/region_mean": _masked_mean((low | high).to(mask.dtype), mask),
+            "kl": token_mean(kl) if use_kl else logps.new_zeros(()),
+            "clip_ratio/low_mean": token_mean(low),
+            "clip_ratio/high_mean": token_mean(high),
+            "clip_ratio/region_mean": token_mean(low | high),
             "pg_loss": pg_loss,
             "kl_penalty": kl_penalty,
         }
@@ -122,20 +147,24 @@ def aggregate(
     mask: Tensor,
     loss_type: str,
     max_completion_length: int | None,
-    num_tokens: Tensor | float | None = None,
+    denominators: Denominators | None = None,
 ) -> Tensor:
-    """Per-token terms [N, T] to one number, as `loss_type` says: `seq-mean-token-mean`
-    (`grpo`) the mean over sequences of token means; `token-mean` (`bnpo`, `dapo`) token sum /
-    token count (`num_tokens` when given: on P processes whose gradients are averaged, the
-    global batch's count / P, so the average is the global token mean, as TRL does);
-    `seq-mean-token-sum-norm` (`dr_grpo`) token sum / (N * max_completion_length)."""
+    """Per-token terms [N, T] to one number, as `loss_type` says, dividing by `denominators`
+    (None: these rows' counts): `seq-mean-token-mean` (`grpo`) the sum over sequences of
+    their token means / the sequence count; `token-mean` (`bnpo`, `dapo`) token sum / token
+    count; `seq-mean-token-sum-norm` (`dr_grpo`) token sum / (sequence count *
+    max_completion_length). With the global batch's counts over P processes, P processes'
+    averaged losses give the global batch's (as TRL and verl do)."""
     how = aggregation(loss_type)
+    counts = denominators or Denominators()
+    mask = mask.to(per_token.dtype)
+    total = (per_token * mask).sum(1)  # [N] each sequence's token sum
+    sequences = _count(counts.sequences, mask.new_tensor(float(per_token.size(0))))
     if how == "seq-mean-token-mean":
-        return ((per_token * mask).sum(1) / mask.sum(1).clamp(min=1.0)).mean()
+        return (total / mask.sum(1).clamp(min=1.0)).sum() / sequences
     if how == "token-mean":
-        count = mask.sum() if num_tokens is None else torch.as_tensor(num_tokens)
-        return (per_token * mask).sum() / count.to(per_token.dtype).clamp(min=1.0)
-    return (per_token * mask).sum() / (per_token.size(0) * max_completion_length)
+        return total.sum() / _count(counts.tokens, mask.sum())
+    return total.sum() / (sequences * max_completion_length)
 
 
 def entropy_threshold(entropies: Tensor, keep: float) -> float:
@@ -146,35 +175,6 @@ def entropy_threshold(entropies: Tensor, keep: float) -> float:
     if entropies.numel() == 0:
         return math.inf
     return float(torch.quantile(entropies.float(), 1.0 - keep))
-
-
-def to_whole_batch(
-    loss: Tensor,
-    metrics: dict[str, Tensor],
-    loss_type: str,
-    row_share: Tensor,
-    token_share: Tensor,
-) -> tuple[Tensor, dict[str, Tensor]]:
-    """A part of the batch's share of the whole batch's loss and of its token-mean metrics:
-    the part's contribution, so that the contributions of parts that cover the batch add up
-    to its values. A part whose advantages are 0 without a KL term adds 0, so the part with
-    non-zero advantages alone gives the whole batch's values.
-
-    `row_share` is the part's share of the completions, `token_share` of the completion
-    tokens. Token-normalised losses (`bnpo`, `dapo`) are computed with the whole batch's
-    token count as `num_tokens` and stay as they are; the others (`grpo`, `dr_grpo`: means
-    over completions) scale by the row share. The KL and clip ratios are means over tokens,
-    so they scale by the token share.
-    """
-    token_mean = aggregation(loss_type) == "token-mean"
-    share = torch.ones_like(row_share) if token_mean else row_share
-    scaled = loss * share
-    metrics = dict(metrics)
-    for name in ("pg_loss", "kl_penalty"):
-        metrics[name] = metrics[name] * share
-    for name in ("kl", "clip_ratio/low_mean", "clip_ratio/high_mean", "clip_ratio/region_mean"):
-        metrics[name] = metrics[name] * token_share
-    return scaled, metrics
 
 
 def sampler_correction(

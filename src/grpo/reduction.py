@@ -66,8 +66,8 @@ def combine_passes(
     results: list[tuple[Tensor, dict[str, Tensor], dict[str, float]]],
 ) -> tuple[Tensor, dict[str, Tensor], dict[str, float]]:
     """One process's loss, metrics and weights from those of its passes over disjoint rows,
-    each already brought to its share of the whole batch (`to_whole_batch`): losses, loss
-    parts and token means add up; means over the rows run (entropy, ...) are weighted by each
+    each divided by the whole update's counts (`objective.Denominators`): losses, loss parts
+    and token means add up; means over the rows run (entropy, ...) are weighted by each
     pass's tokens."""
     if len(results) == 1:
         return results[0]

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from src.grpo.advantages import group_advantages, keep_top_k
-from src.grpo.objective import grpo_loss, per_token_kl, sampler_correction
+from src.grpo.objective import Denominators, grpo_loss, per_token_kl, sampler_correction
 
 REWARDS = torch.tensor([1.0, 0.0, 0.0, 0.0, 1.0, 1.0, 1.0, 1.0])
 
@@ -405,7 +405,7 @@ def test_token_losses_divide_by_the_given_token_count(loss_type):
     halves = [
         grpo_loss(
             logps[i : i + 1], None, None, ADV[i : i + 1], MASK[i : i + 1], beta=0.0,
-            epsilon_low=0.2, epsilon_high=0.2, loss_type=loss_type, num_tokens=MASK.sum() / 2,
+            epsilon_low=0.2, epsilon_high=0.2, loss_type=loss_type, denominators=Denominators(tokens=MASK.sum() / 2),
         )[0]
         for i in range(2)
     ]  # fmt: skip
@@ -473,3 +473,34 @@ def test_sequence_level_ratio_on_policy_is_the_token_level_loss():
             logps, None, None, torch.tensor([1.0, -1.0]), mask,
             beta=0.0, epsilon_low=0.2, epsilon_high=0.2, loss_type="grpo", ratio_level="group",
         )  # fmt: skip
+
+
+@pytest.mark.parametrize("loss_type", ["seq-mean-token-mean", "token-mean", "dr_grpo"])
+def test_parts_divided_by_the_whole_counts_add_up_to_the_whole(loss_type):
+    """Denominators counted over the whole batch up front: the losses and token-mean metrics of
+    disjoint parts add up to the whole batch's (no rescaling afterwards)."""
+    logps = torch.tensor([[-1.0, -2.0, 0.0], [-0.5, -0.5, -0.5], [-0.2, 0.0, 0.0]])
+    old = logps + torch.tensor([[0.3, -0.4, 0.0], [0.1, 0.5, -0.3], [-0.6, 0.0, 0.0]])
+    ref = logps + 0.1
+    mask = torch.tensor([[1.0, 1.0, 0.0], [1.0, 1.0, 1.0], [1.0, 0.0, 0.0]])
+    adv = torch.tensor([1.0, -0.5, 0.7])
+    options = {"beta": 0.1, "epsilon_low": 0.2, "epsilon_high": 0.2, "loss_type": loss_type}
+    options["max_completion_length"] = 3
+    whole, whole_metrics = grpo_loss(logps, old, ref, adv, mask, **options)
+    counts = Denominators(tokens=mask.sum(), sequences=3, metric_tokens=mask.sum())
+    parts = [
+        grpo_loss(
+            logps[rows],
+            old[rows],
+            ref[rows],
+            adv[rows],
+            mask[rows],
+            denominators=counts,
+            **options,
+        )  # fmt: skip
+        for rows in (slice(0, 1), slice(1, 3))
+    ]
+    assert sum(part[0] for part in parts).item() == pytest.approx(whole.item())
+    for name, value in whole_metrics.items():
+        assert sum(part[1][name] for part in parts).item() == pytest.approx(value.item()), name
+    assert whole_metrics["clip_ratio/region_mean"] > 0 and whole_metrics["kl"] > 0
