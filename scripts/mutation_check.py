@@ -231,8 +231,8 @@ MUTATIONS = [
     Mutation(
         "held-out accuracy scored on training rows",
         "src/data/datamodule.py",
-        "            self.val_rows, batch_size=self.eval_batch_size,",
-        "            self.train_rows[: len(self.val_rows)], batch_size=self.eval_batch_size,",
+        "return held_out_loader(self.val_rows, self.eval_batch_size)",
+        "return held_out_loader(self.train_rows[: len(self.val_rows)], self.eval_batch_size)",
         ("tests/test_train.py::test_held_out_accuracy_is_that_of_the_policys_greedy_answers",),
     ),
     Mutation(
