@@ -16,18 +16,9 @@ from collections.abc import Callable
 from typing import Any
 
 import torch
-from torch import Tensor
 
+from src.grpo.metrics import tied_groups
 from src.policy.episode import Episode, join_episodes
-
-ZERO_SPREAD = (
-    1e-8  # a group's reward standard deviation at most this is a tie (frac_reward_zero_std)
-)
-
-
-def spread_groups(rewards: Tensor, group_size: int) -> Tensor:
-    """[B] True for the groups whose rewards differ (standard deviation above ZERO_SPREAD)."""
-    return rewards.float().view(-1, group_size).std(dim=1) > ZERO_SPREAD
 
 
 def sample_with_spread(
@@ -51,7 +42,7 @@ def sample_with_spread(
     for start in range(0, len(rows), batch_size):
         episode = sample(rows[start : start + batch_size])
         sampled += 1
-        spread = spread_groups(episode.rewards, group_size)
+        spread = ~tied_groups(episode.rewards, group_size)
         dropped += int((~spread).sum())
         if spread.any():
             kept.append(episode.groups(spread, group_size))

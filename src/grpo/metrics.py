@@ -52,6 +52,13 @@ class RolloutRecord:
         )
 
 
+def tied_groups(rewards: Tensor, group_size: int) -> Tensor:
+    """[B] True for the groups whose G rewards are all equal (standard deviation within 1e-8
+    of 0): every advantage is 0 and the group teaches nothing (`frac_reward_zero_std`)."""
+    group_std = rewards.float().view(-1, group_size).std(dim=1)
+    return torch.isclose(group_std, torch.zeros_like(group_std))
+
+
 def rollout_metrics(record: RolloutRecord, group_size: int) -> dict[str, float]:
     """Reward and completion statistics of one rollout of groups of `group_size`."""
     rewards = record.rewards
@@ -63,9 +70,7 @@ def rollout_metrics(record: RolloutRecord, group_size: int) -> dict[str, float]:
         "reward": float(rewards.mean()),
         "reward_std": float(group_std.mean()),
         "std_reward": float(rewards.std()) if rewards.numel() > 1 else 0.0,  # over all completions
-        "frac_reward_zero_std": float(
-            torch.isclose(group_std, torch.zeros_like(group_std)).float().mean()
-        ),
+        "frac_reward_zero_std": float(tied_groups(rewards, group_size).float().mean()),
         "completions/mean_length": float(lengths.mean()),
         "completions/min_length": float(lengths.min()),
         "completions/max_length": float(lengths.max()),

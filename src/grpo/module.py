@@ -205,9 +205,8 @@ class GRPOModule(L.LightningModule):
         )
         first = rank() * len(episode.rewards)  # every process holds as many rows
         advantages = everyone[first : first + len(episode.rewards)].to(self.device)
-        if (
-            self.settings.mask_truncated_completions
-        ):  # in the baselines above, out of the loss below
+        # cut completions count in the baselines above and leave the loss below
+        if self.settings.mask_truncated_completions:
             advantages = advantages.masked_fill(rollout.is_clipped.to(self.device), 0.0)
         old_logps = None
         with phase("log_probs"):

@@ -6,7 +6,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from src.grpo.dynamic_sampling import sample_with_spread, spread_groups
+from src.grpo.dynamic_sampling import sample_with_spread
+from src.grpo.metrics import tied_groups
 from src.policy.episode import Episode
 from src.rollout.rollout import Rollout, join_rollouts
 from src.runs.settings import check_settings
@@ -70,9 +71,9 @@ def run(questions: str, rounds: int, rewards: dict[str, list[float]]):
     return episode, metrics, calls
 
 
-def test_spread_groups_marks_groups_whose_rewards_differ():
+def test_tied_groups_marks_groups_whose_rewards_are_all_equal():
     rewards = torch.tensor([1.0, 1.0, 0.0, 1.0, 0.5, 0.5, 0.0, 1e-3])
-    assert spread_groups(rewards, 2).tolist() == [False, True, False, True]
+    assert tied_groups(rewards, 2).tolist() == [True, False, True, False]
 
 
 def test_tied_groups_are_replaced_from_the_reserve_and_extras_dropped():
