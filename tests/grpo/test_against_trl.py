@@ -1,6 +1,10 @@
-"""Our losses against TRL's own computation on the same tensors: `GRPOTrainer._compute_loss`
-run on a stand-in trainer whose model returns the given log-probs. Runs when TRL is installed
-(`pip install .[bench]`); its version's loss is what is compared."""
+"""Our losses and advantages against TRL's own computation on the same tensors.
+
+Losses: `GRPOTrainer._compute_loss` run on a stand-in trainer whose model returns the given
+log-probs. Advantages: TRL's real `GRPOTrainer` and `RLOOTrainer` on the tiny model, their
+`_generate_and_score_completions` scoring a batch with reward functions that return fixed
+rewards whatever was sampled. Runs when TRL is installed (`pip install .[bench]`); its
+version's computation is what is compared."""
 
 from __future__ import annotations
 
@@ -139,3 +143,95 @@ def test_the_high_entropy_tokens_are_trls(keep) -> None:
     theirs = trl_grpo.GRPOTrainer.get_high_entropy_mask(trainer, entropies, mask, 1 - keep)
     ours = (entropies >= entropy_threshold(entropies[mask.bool()], keep)) & mask.bool()
     assert torch.equal(ours, theirs)
+
+
+# ------------------------------------------------------------------------------- advantages
+GROUP = 4
+# Two reward functions' scores for 4 prompts x 4 completions: a group where both tie, one
+# where only the first ties, one of binary rewards, one of continuous ones.
+SCORES = torch.tensor(
+    [
+        [1.0, 1.0, 1.0, 1.0, 0.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 1.0, 0.3, 0.9, 0.1, 0.6],
+        [0.5, 0.5, 0.5, 0.5, 0.0, 1.0, 2.0, 0.0, 1.0, 1.0, 0.0, 0.0, 0.2, 0.0, 0.7, 0.4],
+    ]
+)
+WEIGHTS = (1.0, 0.5)
+
+
+def fixed_rewards(index: int):
+    """A TRL reward function that returns row `index` of `SCORES` whatever was sampled."""
+
+    def reward(prompts, completions, **kwargs):
+        assert len(completions) == SCORES.shape[1]
+        return SCORES[index].tolist()
+
+    reward.__name__ = f"fixed_{index}"
+    return reward
+
+
+def trl_advantages(folder: str, trainer_name: str, tmp_path, **settings) -> torch.Tensor:
+    """The advantages TRL's trainer `trainer_name` gives `SCORES` (weighted by `WEIGHTS`) for
+    one batch of 4 prompts x `GROUP` completions, its other settings `settings`."""
+    import trl
+    from datasets import Dataset
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    trainer_class = getattr(trl, f"{trainer_name}Trainer")
+    config_class = getattr(trl, f"{trainer_name}Config")
+    rows = SCORES.shape[1]
+    args = config_class(
+        output_dir=str(tmp_path / "trl"), use_cpu=True, report_to="none", save_strategy="no",
+        per_device_train_batch_size=rows, num_generations=GROUP, max_completion_length=2,
+        reward_weights=list(WEIGHTS), beta=0.0, **settings,
+    )  # fmt: skip
+    prompts = [f"{i} + {i} =" for i in range(rows // GROUP)]
+    trainer = trainer_class(
+        model=AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32),
+        reward_funcs=[fixed_rewards(0), fixed_rewards(1)],
+        args=args,
+        train_dataset=Dataset.from_dict({"prompt": prompts}),
+        processing_class=AutoTokenizer.from_pretrained(folder),
+    )
+    trainer.model.train()  # scored as a training batch, with num_generations
+    batch = [{"prompt": prompt} for prompt in prompts for _ in range(GROUP)]
+    return trainer._generate_and_score_completions(batch)["advantages"]
+
+
+def weighted_sum() -> torch.Tensor:
+    return WEIGHTS[0] * SCORES[0] + WEIGHTS[1] * SCORES[1]
+
+
+@pytest.mark.parametrize("scale", ["group", "batch", "none"])
+def test_grpo_advantages_equal_trls(scale, tiny_lm, tmp_path) -> None:
+    from src.grpo.advantages import estimate_advantages
+
+    theirs = trl_advantages(tiny_lm.network.name_or_path, "GRPO", tmp_path, scale_rewards=scale)
+    lengths = torch.full((SCORES.shape[1],), 2)
+    ours = estimate_advantages("grpo", weighted_sum(), GROUP, lengths, scale)
+    assert torch.allclose(ours, theirs, rtol=1e-5, atol=1e-6)
+    assert theirs[:GROUP].abs().max() == 0 and theirs.abs().max() > 0.5  # ties and spreads
+
+
+def test_gdpo_advantages_equal_trls(tiny_lm, tmp_path) -> None:
+    from src.grpo.advantages import normalize_then_sum
+
+    theirs = trl_advantages(
+        tiny_lm.network.name_or_path, "GRPO", tmp_path,
+        multi_objective_aggregation="normalize_then_sum",
+    )  # fmt: skip
+    parts = {"first": SCORES[0], "second": SCORES[1]}
+    ours = normalize_then_sum(parts, dict(zip(parts, WEIGHTS, strict=True)), GROUP)
+    assert torch.allclose(ours, theirs, rtol=1e-5, atol=1e-6)
+    # the second group's first function ties: it adds nothing, the second alone sets the order
+    assert theirs[GROUP + 2] > theirs[GROUP + 1] > theirs[GROUP]
+
+
+def test_rloo_advantages_equal_trls(tiny_lm, tmp_path) -> None:
+    from src.grpo.advantages import estimate_advantages
+
+    theirs = trl_advantages(
+        tiny_lm.network.name_or_path, "RLOO", tmp_path, normalize_advantages=False
+    )
+    lengths = torch.full((SCORES.shape[1],), 2)
+    ours = estimate_advantages("rloo", weighted_sum(), GROUP, lengths, "none")
+    assert torch.allclose(ours, theirs, rtol=1e-5, atol=1e-6)
