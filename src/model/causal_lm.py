@@ -22,6 +22,7 @@ from transformers.utils import logging as hf_logging
 
 from src.model.compiling import compiled_forward
 from src.model.fast.lean_layers import lean_layers
+from src.model.fast.onednn import onednn_linears
 from src.model.fast.shared_prompt import continue_prompts
 from src.model.network import Scorer, Sequences
 from src.model.offline import resolve_pretrained
@@ -226,10 +227,19 @@ class CausalLM(nn.Module):
             return self._compiled_forward(**kwargs)
         return self.network(**kwargs)
 
-    def _lean(self) -> contextlib.AbstractContextManager[int]:
-        """`lean_layers` over the network when `lean_activations` is on; not under activation
-        checkpointing, whose recomputation in backward runs outside the block."""
-        return lean_layers(self.network, self.lean_activations and not checkpointed(self.network))
+    @contextlib.contextmanager
+    def _lean(self) -> Iterator[int]:
+        """The log-prob forwards' fast paths: `lean_layers` over the network when
+        `lean_activations` is on (the block yields how many modules it switched), and the
+        linear layers' products through oneDNN where that is faster here and proven; neither
+        under activation checkpointing, whose recomputation in backward runs outside the
+        block, and no oneDNN under `torch.compile`, which makes its own kernels."""
+        plain = checkpointed(self.network)
+        with (
+            lean_layers(self.network, self.lean_activations and not plain) as switched,
+            onednn_linears(self.network, not plain and self._compiled_forward is None),
+        ):
+            yield switched
 
     def _keep_logits(self, count: int) -> dict[str, int]:
         """`logits_to_keep` for a forward that needs only the last `count` positions' logits,

@@ -28,6 +28,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from src.model.fast import onednn
 from src.model.fast.probe import largest_difference, proven
 
 # classes whose forward is exactly down_proj(act_fn(gate_proj(x)) * up_proj(x))
@@ -54,13 +55,17 @@ class SiluGate(torch.autograd.Function):
 
 class SiluGateDown(torch.autograd.Function):
     """F.linear(silu(gate) * up, weight, bias), keeping `gate`, `up` and the weight: the
-    product, which the weight's gradient reads, is made again in backward."""
+    product, which the weight's gradient reads, is made again in backward. With `fast` the
+    products go through oneDNN (`src.model.fast.onednn`), as the routed down projection's."""
 
     @staticmethod
-    def forward(ctx: Any, gate: Tensor, up: Tensor, weight: Tensor, bias: Tensor | None) -> Tensor:
+    def forward(
+        ctx: Any, gate: Tensor, up: Tensor, weight: Tensor, bias: Tensor | None, fast: bool
+    ) -> Tensor:
         ctx.save_for_backward(gate, up, weight)
         ctx.has_bias = bias is not None
-        return F.linear(F.silu(gate) * up, weight, bias)
+        ctx.fast = fast  # the products through oneDNN, as the down projection's own would be
+        return (onednn.product if fast else F.linear)(F.silu(gate) * up, weight, bias)
 
     @staticmethod
     def backward(ctx: Any, grad: Tensor) -> tuple[Tensor | None, ...]:
@@ -70,12 +75,16 @@ class SiluGateDown(torch.autograd.Function):
         flat_grad = grad.reshape(-1, grad.size(-1))
         if ctx.needs_input_grad[2]:
             hidden = (silu * up).reshape(-1, up.size(-1))
-            grad_weight = flat_grad.t().mm(hidden)
+            if ctx.fast:
+                grad_weight = onednn.weight_grad(flat_grad, hidden)
+            else:
+                grad_weight = flat_grad.t().mm(hidden)
             del hidden
         if ctx.has_bias and ctx.needs_input_grad[3]:
             grad_bias = flat_grad.sum(0)
-        grad_gate, grad_up = _silu_gate_grads(ctx, grad.matmul(weight), silu, gate, up)
-        return grad_gate, grad_up, grad_weight, grad_bias
+        grad_hidden = onednn.input_grad(grad, weight) if ctx.fast else grad.matmul(weight)
+        grad_gate, grad_up = _silu_gate_grads(ctx, grad_hidden, silu, gate, up)
+        return grad_gate, grad_up, grad_weight, grad_bias, None
 
 
 def _silu_gate_grads(
@@ -132,7 +141,7 @@ def lean_mlp_forward(module: nn.Module, x: Tensor) -> Tensor:
     gate, up = module.gate_proj(x), module.up_proj(x)
     down = module.down_proj
     if type(down) is nn.Linear:
-        return SiluGateDown.apply(gate, up, down.weight, down.bias)
+        return SiluGateDown.apply(gate, up, down.weight, down.bias, onednn.is_routed(down))
     return down(SiluGate.apply(gate, up))
 
 

@@ -37,7 +37,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from src.model.fast.lean_layers import LEAN_NORMS, SILU_CLASSES
-from src.model.fast.packed import MIN_PACKED_ELEMENTS, can_pack, effective_weight, packed_product
+from src.model.fast.packed import can_pack, effective_weight, packed_product, smallest_packed
 from src.model.positions import position_ids
 
 # causal LM classes whose decoder layers are pre-norm RMSNorm, rotary attention and a SiLU
@@ -53,7 +53,7 @@ class Product:
     def __init__(self, weight: Tensor, bias: Tensor | None, rows: int, pack: bool) -> None:
         self.weight = weight
         self.bias = None if bias is None else bias.detach()
-        worth = pack and can_pack(rows) and weight.numel() >= MIN_PACKED_ELEMENTS
+        worth = pack and can_pack(rows) and weight.numel() >= smallest_packed()
         self._packed = packed_product(weight, self.bias, rows) if worth else None
 
     @property

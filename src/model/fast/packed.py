@@ -1,6 +1,7 @@
 """Fast path `packed_weights`: prepacked weights for decoding on the CPU. Each float32 linear
-layer's weight is packed once for MKL's matrix product, and a LoRA layer's adapter is merged
-into that packed copy.
+layer's weight is packed once for MKL's matrix product (or, where `src.model.fast.onednn`
+finds oneDNN's product faster on this machine, multiplied through oneDNN, which needs no
+packing), and a LoRA layer's adapter is merged into that copy.
 
 A decoding step multiplies a few rows by every weight of the network. `nn.Linear` repacks its
 weight for each such product, which on two cores costs as much as the product itself; and a
@@ -15,9 +16,12 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable, Iterator
+from functools import partial
 
 import torch
 from torch import Tensor, nn
+
+from src.model.fast import onednn
 
 # SmolLM2's 192 x 576 key projection gains from packing; the tiny model's 128 x 512 does not
 MIN_PACKED_ELEMENTS = 100_000
@@ -41,9 +45,7 @@ def packable(network: nn.Module) -> bool:
 
 
 @contextlib.contextmanager
-def packed_linears(
-    network: nn.Module, rows: int, min_elements: int = MIN_PACKED_ELEMENTS
-) -> Iterator[int]:
+def packed_linears(network: nn.Module, rows: int, min_elements: int | None = None) -> Iterator[int]:
     """Within the block, every float32 CPU `nn.Linear` of at least `min_elements` weights,
     and every vanilla LoRA layer over one, multiplies batches of exactly `rows` rows by a
     packed copy of its weight (the adapter merged in); other batch sizes run as before.
@@ -52,6 +54,8 @@ def packed_linears(
     if network.training or not can_pack(rows):
         yield 0
         return
+    if min_elements is None:
+        min_elements = smallest_packed()
     restore: list[Callable[[], None]] = []
     try:
         skip: set[int] = set()
@@ -121,11 +125,20 @@ def _packable(weight: Tensor, min_elements: int) -> Tensor | None:
     return weight.detach() if weight.numel() >= min_elements else None
 
 
+def smallest_packed() -> int:
+    """The fewest weights a layer needs to be worth packing: any through oneDNN, which packs
+    nothing; `MIN_PACKED_ELEMENTS` for MKL."""
+    return 0 if onednn.usable() else MIN_PACKED_ELEMENTS
+
+
 def packed_product(weight: Tensor, bias: Tensor | None, rows: int) -> Callable[[Tensor], Tensor]:
-    """x -> x @ weight.T + bias for batches of exactly `rows` rows, through a copy of `weight`
-    packed once for MKL (`can_pack(rows)` must hold)."""
-    packed = torch.ops.mkl._mkl_reorder_linear_weight(weight, rows)
+    """x -> x @ weight.T + bias for batches of exactly `rows` rows: through oneDNN where that
+    is `onednn.usable()`, else through a copy of `weight` packed once for MKL (`can_pack(rows)`
+    must hold)."""
     bias = None if bias is None else bias.detach()
+    if onednn.usable():
+        return partial(onednn.product, weight=weight, bias=bias)
+    packed = torch.ops.mkl._mkl_reorder_linear_weight(weight, rows)
     return lambda x: torch.ops.mkl._mkl_linear(x, packed, weight, bias, rows)
 
 

@@ -25,8 +25,8 @@ def test_functions_pass_gradcheck(weight_grad):
     gate, up = double(2, 3, 5), double(2, 3, 5)
     weight, bias = double(4, 5, grad=weight_grad), double(4, grad=weight_grad)
     assert torch.autograd.gradcheck(SiluGate.apply, (gate, up))
-    assert torch.autograd.gradcheck(SiluGateDown.apply, (gate, up, weight, bias))
-    assert torch.autograd.gradcheck(SiluGateDown.apply, (gate, up, weight, None))
+    assert torch.autograd.gradcheck(SiluGateDown.apply, (gate, up, weight, bias, False))
+    assert torch.autograd.gradcheck(SiluGateDown.apply, (gate, up, weight, None, False))
     x, norm = double(2, 3, 5), double(5, grad=weight_grad)
     assert torch.autograd.gradcheck(lambda a, w: RMSNormFunction.apply(a, w, 1e-6), (x, norm))
 

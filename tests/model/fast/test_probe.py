@@ -271,3 +271,17 @@ def test_the_environment_turns_paths_off_without_probing(tiny_lm, monkeypatch):
     assert off == {"fused_steps+packed_weights", "fused_steps", "cache_room"}
     monkeypatch.setenv("GRPO_FAST_PATHS_OFF", "all")
     assert not proven("lean_layers", tiny_lm.network, lambda: 0.0)
+
+
+def test_the_largest_difference_of_finite_and_not_finite_values():
+    from src.model.fast.probe import largest_difference
+
+    inf, nan = float("inf"), float("nan")
+    assert largest_difference(torch.tensor([1.0, 2.0]), torch.tensor([1.5, 2.0])) == 0.5
+    assert largest_difference(torch.tensor([inf, 2.0]), torch.tensor([inf, 2.25])) == 0.25
+    assert largest_difference(torch.tensor([nan, 1.0]), torch.tensor([nan, 1.0])) == 0.0
+    assert largest_difference(torch.tensor([nan, 1.0]), torch.tensor([0.0, 1.0])) == inf
+    assert largest_difference(torch.tensor([1.0]), torch.tensor([1.0, 1.0])) == inf
+    assert largest_difference(torch.tensor([inf]), torch.tensor([inf])) == 0.0
+    half = torch.tensor([1.0, 3.0], dtype=torch.bfloat16)
+    assert largest_difference(half, torch.tensor([1.0, 2.0])) == 1.0

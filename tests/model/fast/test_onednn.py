@@ -1,0 +1,115 @@
+"""The oneDNN products: equal to `F.linear` in value and gradient, used only where proven and
+faster, caught when planted wrong, and undone after the block."""
+
+import logging
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from src.model.fast import onednn, packed
+from src.model.fast.probe import verdicts
+from tests.helpers.models import lora_lm, random_rollout
+
+pytestmark = pytest.mark.skipif(not onednn.available(), reason="torch built without oneDNN")
+
+
+@pytest.fixture
+def faster(monkeypatch):
+    """oneDNN taken as faster here, whatever this machine's timing says."""
+    monkeypatch.setattr(onednn, "_faster", [True])
+
+
+@pytest.fixture
+def slower(monkeypatch):
+    monkeypatch.setattr(onednn, "_faster", [False])
+
+
+def weighted_sum(out):
+    return (out * torch.linspace(-1.0, 1.0, out.numel()).view_as(out)).sum()
+
+
+@pytest.mark.parametrize("bias", [True, False])
+def test_the_product_and_its_gradients_equal_torchs(bias):
+    generator = torch.Generator().manual_seed(0)
+    x = torch.randn(3, 5, 24, generator=generator)
+    weight = torch.randn(40, 24, generator=generator)
+    b = torch.randn(40, generator=generator) if bias else None
+    results = []
+    for run in (F.linear, onednn.linear):
+        leaves = [x.clone().requires_grad_(), weight.clone().requires_grad_()]
+        if b is not None:
+            leaves.append(b.clone().requires_grad_())
+        out = run(*leaves[:2], leaves[2] if bias else None)
+        results.append((out.detach(), *torch.autograd.grad(weighted_sum(out), leaves)))
+    for theirs, ours in zip(*results, strict=True):
+        assert (ours - theirs).abs().max() <= 1e-5 * theirs.abs().max()
+    assert results[0][1].abs().max() > 0  # gradients to compare
+
+
+def test_without_gradients_it_makes_no_graph():
+    x, weight = torch.randn(4, 8), torch.randn(6, 8, requires_grad=True)
+    with torch.no_grad():
+        assert onednn.linear(x, weight).grad_fn is None
+    assert onednn.linear(x, weight).grad_fn is not None
+
+
+def log_probs_and_grads(lm, sequences):
+    logps, _ = lm.log_probs(sequences)
+    grads = torch.autograd.grad(weighted_sum(logps), lm.trainable_parameters())
+    return logps.detach(), grads
+
+
+@pytest.mark.parametrize("adapter", [False, True], ids=["full", "lora"])
+def test_log_probs_and_gradients_equal_the_plain_products(tiny_lm, adapter, faster, monkeypatch):
+    lm = lora_lm(tiny_lm) if adapter else tiny_lm
+    sequences = random_rollout(lm, ["What is 12 + 30?\nAnswer:", "Hi"], width=6)
+    fast, fast_grads = log_probs_and_grads(lm, sequences)
+    assert any(v.path.startswith("onednn_products") and v.proven for v in verdicts())
+    monkeypatch.setenv("GRPO_FAST_PATHS_OFF", "onednn_products")
+    plain, plain_grads = log_probs_and_grads(lm, sequences)
+    assert (fast - plain).abs().max() <= 1e-4
+    for ours, theirs in zip(fast_grads, plain_grads, strict=True):
+        assert (ours - theirs).abs().max() <= 1e-4 * theirs.abs().max()
+    assert not any("forward" in vars(module) for module in lm.network.modules())
+
+
+def test_the_layers_are_routed_in_the_block_and_restored_after(tiny_lm, faster):
+    linears = [m for m in tiny_lm.network.modules() if type(m) is torch.nn.Linear]
+    with onednn.onednn_linears(tiny_lm.network) as routed:
+        assert routed == len(linears) and all(onednn.is_routed(m) for m in linears)
+    assert not any(onednn.is_routed(m) for m in linears)
+
+
+def test_where_it_is_not_faster_nothing_changes(tiny_lm, slower):
+    with onednn.onednn_linears(tiny_lm.network) as routed:
+        assert routed == 0
+    assert packed.smallest_packed() == packed.MIN_PACKED_ELEMENTS
+    assert not any(v.path.startswith("onednn_products") for v in verdicts())  # not even probed
+
+
+def test_a_wrong_input_gradient_is_caught_and_the_plain_products_run(
+    tiny_lm, faster, monkeypatch, caplog
+):
+    sequences = random_rollout(tiny_lm, ["Hi there"], width=5)
+    monkeypatch.setenv("GRPO_FAST_PATHS_OFF", "onednn_products")
+    plain, plain_grads = log_probs_and_grads(tiny_lm, sequences)
+    monkeypatch.delenv("GRPO_FAST_PATHS_OFF")
+    own = onednn.input_grad
+    monkeypatch.setattr(onednn, "input_grad", lambda grad, weight: own(grad, weight) * 1.01)
+    with caplog.at_level(logging.INFO):
+        fast, fast_grads = log_probs_and_grads(tiny_lm, sequences)
+    warned = [
+        r for r in caplog.records if "onednn_products+weight_grads disagrees" in r.getMessage()
+    ]
+    assert len(warned) == 1 and warned[0].levelno == logging.WARNING
+    assert torch.equal(fast, plain)
+    assert all(torch.equal(a, b) for a, b in zip(fast_grads, plain_grads, strict=True))
+
+
+def test_a_broken_op_counts_as_not_faster(monkeypatch):
+    def broken(*args, **kwargs):
+        raise RuntimeError("no such kernel")
+
+    monkeypatch.setattr(onednn, "product", broken)
+    assert onednn._time_both() is False
