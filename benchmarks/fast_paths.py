@@ -32,6 +32,7 @@ SETTINGS = {
     "no fused_steps": "fused_steps",
     "no packed_weights": "packed_weights",
     "no cache_room": "cache_room",
+    "no onednn_products": "onednn_products",
     "none (all off)": "all",
 }
 
