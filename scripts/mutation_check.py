@@ -46,6 +46,20 @@ ADVANTAGES = "tests/grpo/test_advantages.py"
 LOSSES = "tests/grpo/test_policy_losses.py"
 MUTATIONS = [
     Mutation(
+        "oneDNN linear without its bias gradient",
+        "src/model/fast/onednn.py",
+        "            grad_bias = flat.sum(0)\n",
+        "            grad_bias = None\n",
+        ("tests/model/fast/test_onednn.py",),
+    ),
+    Mutation(
+        "the oneDNN probe leaves the weight gradients unchecked",
+        "src/model/fast/onednn.py",
+        "leaves = [inputs, weight] if trains[shape] else [inputs]",
+        "leaves = [inputs]",
+        ("tests/model/fast/test_onednn.py",),
+    ),
+    Mutation(
         "resume without restoring the weights",
         "src/grpo/module.py",
         '        state = checkpoint.get("grpo", {})\n',

@@ -88,15 +88,16 @@ def test_where_it_is_not_faster_nothing_changes(tiny_lm, slower):
     assert not any(v.path.startswith("onednn_products") for v in verdicts())  # not even probed
 
 
-def test_a_wrong_input_gradient_is_caught_and_the_plain_products_run(
-    tiny_lm, faster, monkeypatch, caplog
+@pytest.mark.parametrize("wrong", ["input_grad", "weight_grad"])
+def test_a_wrong_gradient_is_caught_and_the_plain_products_run(
+    tiny_lm, wrong, faster, monkeypatch, caplog
 ):
     sequences = random_rollout(tiny_lm, ["Hi there"], width=5)
     monkeypatch.setenv("GRPO_FAST_PATHS_OFF", "onednn_products")
     plain, plain_grads = log_probs_and_grads(tiny_lm, sequences)
     monkeypatch.delenv("GRPO_FAST_PATHS_OFF")
-    own = onednn.input_grad
-    monkeypatch.setattr(onednn, "input_grad", lambda grad, weight: own(grad, weight) * 1.01)
+    own = getattr(onednn, wrong)
+    monkeypatch.setattr(onednn, wrong, lambda grad, other: own(grad, other) * 1.01)
     with caplog.at_level(logging.INFO):
         fast, fast_grads = log_probs_and_grads(tiny_lm, sequences)
     warned = [
