@@ -120,13 +120,17 @@ def evaluate(
 
 
 def summary_table(summaries: dict[str, dict[str, float]]) -> str:
-    """The summaries as an aligned text table, one row per head."""
+    """The summaries as an aligned text table, one row per head, every column as wide as its
+    whole name (a metric a head lacks shows as nan)."""
     names = list(dict.fromkeys(name for summary in summaries.values() for name in summary))
-    width = max(8, *(len(head) + 1 for head in summaries))
-    lines = ["head".ljust(width) + "".join(name[-12:].rjust(13) for name in names)]
+    width = max(len("head"), *(len(head) for head in summaries))
+    columns = [max(len(name), 9) for name in names]  # 9: -1234.567
+    titles = (name.rjust(column) for name, column in zip(names, columns, strict=True))
+    lines = ["  ".join(["head".ljust(width), *titles])]
     for head, summary in summaries.items():
-        values = (summary.get(name, float("nan")) for name in names)
-        lines.append(head.ljust(width) + "".join(f"{value:13.3f}" for value in values))
+        values = [summary.get(name, float("nan")) for name in names]
+        cells = (f"{value:{column}.3f}" for value, column in zip(values, columns, strict=True))
+        lines.append("  ".join([head.ljust(width), *cells]))
     return "\n".join(lines)
 
 
