@@ -11,7 +11,7 @@ from torch import Tensor
 from src.model.network import PolicyNetwork
 from src.policy.role import Role
 from src.reward.combine import CombinedReward
-from src.rollout.rollout import Rollout, join_rollouts
+from src.rollout.rollout import Rollout, join_rollouts, teacher_forced
 from src.rollout.sampler import Sampler
 from src.utils.timing import phase
 
@@ -83,7 +83,11 @@ def run_episode(
     (sampling, reward, and the role's own) are timed when a `phase_timer` is active."""
     prompts = role.prompts(rows, network.tokenizer)
     with phase("sampling"):
-        rollout = sampler.sample(network, prompts, group_size, greedy=greedy)
+        if role.reads_completions():
+            rollout = sampler.sample(network, prompts, group_size, greedy=greedy)
+        else:  # nothing the role would read: every completion is EOS alone
+            repeated = [prompt for prompt in prompts for _ in range(group_size)]
+            rollout = teacher_forced(network, repeated, [""] * len(repeated))
     expanded = [row for row in rows for _ in range(group_size)]
     outcomes = role.outcomes(rollout.completions, expanded, network)
     with phase("reward"):

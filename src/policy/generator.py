@@ -93,6 +93,10 @@ class Generator:
         parts += [f"{example['user']}\n{example['assistant']}" for example in self.examples]
         return "\n\n".join([*parts, text]) + "\n"
 
+    def reads_completions(self) -> bool:
+        """The completions are what is scored."""
+        return True
+
     def sft_targets(self, rows: list[dict[str, Any]]) -> list[str]:
         """The completion a warm start teaches: the filled target less the response prefix."""
         targets = [self._fill(self.sft_target, row, "sft_target") for row in rows]

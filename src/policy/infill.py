@@ -51,6 +51,10 @@ class Infill:
         chars = iter(fill)
         return "".join(next(chars, char) if char == self.mask_char else char for char in masked)
 
+    def reads_completions(self) -> bool:
+        """The completions are the fills that are scored."""
+        return True
+
     def sft_targets(self, rows: list[dict[str, Any]]) -> list[str]:
         """The original characters of the masked positions: masked-LM training."""
         return [row["answer"] for row in rows]

@@ -130,6 +130,10 @@ class Rewriter(Generator):
             "timing/planner": seconds,
         }
 
+    def reads_completions(self) -> bool:
+        """The queries come from the completions, except with `query_source=question`."""
+        return self.query_source != "question"
+
     def sft_targets(self, rows: list[dict[str, Any]]) -> list[str]:
         """There are no gold queries to teach."""
         raise ConfigError(

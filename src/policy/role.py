@@ -45,3 +45,9 @@ class Role(Protocol):
     def sft_targets(self, rows: list[dict[str, Any]]) -> list[str]:
         """The completion a supervised warm start teaches for each row."""
         ...
+
+    def reads_completions(self) -> bool:
+        """Whether `outcomes` reads the completions. A role that does not (the rewriter's
+        question-only baseline searches with the question itself) is given empty ones,
+        nothing sampled."""
+        ...

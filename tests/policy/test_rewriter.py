@@ -144,6 +144,33 @@ def test_the_question_as_the_only_query(tmp_path, lora_lm):
     assert [d["queries"] for d in outcomes.details] == [[r["question"]] for r in batch]
 
 
+class NoSampling:
+    """A sampler that must not be asked: the role reads no completions."""
+
+    max_completion_length = 4
+    temperature = 1.0
+
+    def sample(self, *args, **kwargs):
+        raise AssertionError("sampled completions nobody reads")
+
+    def sync(self, network) -> None:
+        pass
+
+
+def test_the_question_head_samples_nothing(tmp_path, lora_lm):
+    from src.policy.episode import run_episode
+
+    retriever = FakeRetriever()
+    role = make_rewriter(tmp_path, retriever, query_source="question")
+    batch = rows()
+    role.prepare(lora_lm, batch)
+    reward = CombinedReward({"answer": lambda o, r: [float(bool(x)) for x in o]})
+    episode = run_episode(lora_lm, NoSampling(), role, reward, batch, 1, greedy=True)
+    assert retriever.calls == [[batch[0]["question"], batch[1]["question"]]]
+    assert episode.rollout.completions == ["", ""]  # EOS alone
+    assert make_rewriter(tmp_path).reads_completions()  # the rewriter head samples as before
+
+
 def test_generated_answers_are_read_to_their_letter():
     assert [first_letter(t) for t in ["B", " (C) because", "Answer: D.", "none", "A."]] == [
         "B",
