@@ -49,13 +49,69 @@ class PlanCache:
 
 def read_plan(text: str) -> tuple[str, bool]:
     """The plan as compact JSON when the text holds a JSON object (a prefix of prose or a code
-    fence around it is fine), else the text itself; and whether it was JSON."""
+    fence around it is fine, and so is an object the planner's token limit cut short: see
+    `closed_object`), else the text itself; and whether it was JSON."""
     start = text.find("{")
     if start >= 0:
-        try:
-            value, _ = json.JSONDecoder().raw_decode(text[start:])
-        except json.JSONDecodeError:
-            value = None
-        if isinstance(value, dict):
+        value = _object(text[start:])
+        if value is None:
+            value = closed_object(text[start:])
+        if value is not None:
             return json.dumps(value, ensure_ascii=False), True
     return " ".join(text.split()), False
+
+
+def _object(text: str) -> dict | None:
+    try:
+        value, _ = json.JSONDecoder().raw_decode(text)
+    except json.JSONDecodeError:
+        return None
+    return value if isinstance(value, dict) else None
+
+
+def closed_object(text: str) -> dict | None:
+    """A JSON object that `text` begins and never ends (generation stopped at its token
+    limit, or went on past a bracket that does not match), closed: the text is read up to
+    the mismatched bracket if there is one, an open string ends where the text does, then
+    the open arrays and objects are closed. Where that does not parse (the text stops after
+    a key, or a comma), it is cut back to before its last comma outside a string and closed
+    again. None when no cut parses into an object with a member."""
+    expected: list[str] = []  # the closing bracket of every open one, innermost last
+    in_string = escaped = False
+    states: list[tuple[bool, tuple[str, ...]]] = []  # after each character read
+    commas: list[int] = []
+    for i, char in enumerate(text):
+        if in_string:
+            if escaped:
+                escaped = False
+            elif char == "\\":
+                escaped = True
+            elif char == '"':
+                in_string = False
+        elif char == '"':
+            in_string = True
+        elif char in "{[":
+            expected.append("}" if char == "{" else "]")
+        elif char in "}]":
+            if not expected or char != expected[-1]:
+                text = text[:i]  # a bracket that closes nothing open: the object ends here
+                break
+            expected.pop()
+            if not expected:
+                return None  # the object closed: `raw_decode` would have read it
+        elif char == ",":
+            commas.append(i)
+        states.append((in_string, tuple(expected)))
+    for end in [len(text), *reversed(commas)]:
+        if end == 0:
+            continue
+        in_string, brackets = states[end - 1]
+        candidate = text[:end]
+        if in_string:
+            if end != len(text):
+                continue
+            candidate = candidate.removesuffix("\\") + '"'
+        value = _object(candidate + "".join(reversed(brackets)))
+        if value:  # an object with at least one member
+            return value
+    return None

@@ -59,6 +59,7 @@ class Rewriter(Generator):
         answer_mode: str = "likelihood",
         query_source: str = "rewriter",
         frozen_batch_size: int = 16,
+        plan_prefix: str = "",
         **generator: Any,
     ) -> None:
         super().__init__(**generator)
@@ -87,13 +88,17 @@ class Rewriter(Generator):
         self.answer_mode = answer_mode
         self.query_source = query_source
         self.frozen_batch_size = frozen_batch_size
+        self.plan_prefix = plan_prefix or ""
 
     # ----------------------------------------------------------------------------- plans
     def prepare(self, network: AdaptedNetwork, rows: list[dict[str, Any]]) -> dict[str, float]:
         """Give every row its `plan`: from the cache, or from the frozen planner in batches (then
         cached). Returns the cache hits, the plans generated, those not JSON, and the seconds."""
         started = time.perf_counter()
-        cache = PlanCache(self.plan_cache_dir, self.plan_model, self.plan_template)
+        chat = self._planner_chat(network.tokenizer)
+        # how the prompt is framed is part of what the plans depend on, so of the cache's name
+        framing = f"{self.plan_template}\x00chat={chat}\x00prefix={self.plan_prefix}"
+        cache = PlanCache(self.plan_cache_dir, self.plan_model, framing)
         questions = [self._fill(self.plan_template, row, "plan_template") for row in rows]
         missing = list(dict.fromkeys(q for q in questions if cache.get(q) is None))
         hits = len(questions) - sum(cache.get(q) is None for q in questions)
@@ -101,8 +106,10 @@ class Rewriter(Generator):
             log.info("Planning %d questions with the frozen planner", len(missing))
             for start in progress_steps(range(0, len(missing), self.frozen_batch_size), "plans"):
                 batch = missing[start : start + self.frozen_batch_size]
-                texts = frozen_generate(network, self.planner, batch, self.frozen_batch_size)
-                cache.add(dict(zip(batch, texts, strict=True)))  # kept if the run stops
+                prompts = [self._plan_prompt(network.tokenizer, text, chat) for text in batch]
+                texts = frozen_generate(network, self.planner, prompts, self.frozen_batch_size)
+                plans = [self.plan_prefix + text for text in texts]
+                cache.add(dict(zip(batch, plans, strict=True)))  # kept if the run stops
         not_json = 0
         for row, question in zip(rows, questions, strict=True):
             row["plan"], is_json = read_plan(cache.get(question) or "")
@@ -133,6 +140,22 @@ class Rewriter(Generator):
     def reads_completions(self) -> bool:
         """The queries come from the completions, except with `query_source=question`."""
         return self.query_source != "question"
+
+    def _planner_chat(self, tokenizer: Any) -> bool:
+        """Whether the planner is asked through the chat template: as the rewriter is."""
+        has_template = getattr(tokenizer, "chat_template", None) is not None
+        return bool(self.use_chat_template) and has_template
+
+    def _plan_prompt(self, tokenizer: Any, text: str, chat: bool) -> str:
+        """The planner's prompt for a filled `plan_template`: one user turn of the chat
+        template (an instruct model answers its own turn, not the text's continuation), or
+        the text alone; then `plan_prefix`, the start of the plan it is made to continue."""
+        if chat:
+            messages = [{"role": "user", "content": text}]
+            text = tokenizer.apply_chat_template(
+                messages, tokenize=False, add_generation_prompt=True
+            )
+        return text + self.plan_prefix
 
     def sft_targets(self, rows: list[dict[str, Any]]) -> list[str]:
         """There are no gold queries to teach."""

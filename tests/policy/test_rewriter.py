@@ -89,6 +89,42 @@ def test_plans_are_generated_once_then_read_from_the_cache(tmp_path, lora_lm, mo
     assert [row["plan"] for row in second] == [row["plan"] for row in first]
 
 
+def test_the_plan_starts_with_its_prefix_and_the_framing_names_the_cache(
+    tmp_path, lora_lm, monkeypatch
+):
+    asked = []
+
+    def planner(network, sampler, prompts, batch_size):
+        asked.extend(prompts)
+        return ['anthrax", "facts_needed": ["cause"]}'] * len(prompts)
+
+    monkeypatch.setattr("src.policy.rewriter.frozen_generate", planner)
+    role = make_rewriter(tmp_path, plan_prefix='{"topic": "')
+    batch = rows()
+    figures = role.prepare(lora_lm, batch)
+    assert asked == [f'Plan: {row["question"]}{{"topic": "' for row in batch]
+    assert figures["planner/not_json"] == 0
+    assert batch[0]["plan"] == '{"topic": "anthrax", "facts_needed": ["cause"]}'
+    unprefixed = make_rewriter(tmp_path)  # another framing: planned again, in its own file
+    assert unprefixed.prepare(lora_lm, rows())["planner/generated"] == 2
+    assert len(list((tmp_path / "plans").glob("*.jsonl"))) == 2
+
+
+def test_the_planner_speaks_through_the_chat_template_as_the_rewriter_does(tmp_path):
+    class Chat:
+        chat_template = "{{ messages }}"
+
+        def apply_chat_template(self, messages, tokenize, add_generation_prompt):
+            return f"<user>{messages[-1]['content']}</user><assistant>"
+
+    role = make_rewriter(tmp_path, plan_prefix="{", use_chat_template="auto")
+    assert role._plan_prompt(Chat(), "Plan: x", role._planner_chat(Chat())) == (
+        "<user>Plan: x</user><assistant>{"
+    )
+    plain = make_rewriter(tmp_path, plan_prefix="{")  # use_chat_template false: the text alone
+    assert plain._plan_prompt(Chat(), "Plan: x", plain._planner_chat(Chat())) == "Plan: x{"
+
+
 def test_malformed_completions_get_no_answer_and_never_raise(tmp_path, lora_lm):
     role = make_rewriter(tmp_path)
     batch = rows()
