@@ -257,7 +257,8 @@ class CausalLM(nn.Module):
         was_training = self.network.training
         self.network.eval()  # no dropout: a frozen model's choice must not vary
         try:
-            return self._continuation_scores(contexts, continuations)
+            with self._lean():  # without gradients: the products through oneDNN where proven
+                return self._continuation_scores(contexts, continuations)
         finally:
             self.network.train(was_training)
 
