@@ -206,14 +206,16 @@ def check_onednn_products(network: nn.Module) -> float:
     generator = torch.Generator().manual_seed(1234)
     difference = 0.0
     for shape, module in firsts.items():
-        x = torch.randn(2, 3, module.in_features, generator=generator)
-        weight = module.weight.detach()
-        if trains[shape]:
-            weight = weight.clone().requires_grad_()
+        with torch.inference_mode(False):  # normal tensors, whatever mode the caller is in
+            x = torch.randn(2, 3, module.in_features, generator=generator)
+            weight = module.weight.detach()
+            if trains[shape]:
+                weight = weight.clone().requires_grad_()
         results = []
         for run in (F.linear, linear):
-            inputs = x.clone().requires_grad_()
-            with torch.enable_grad():
+            # gradients even when the first use is under no_grad or inference mode (validation)
+            with torch.inference_mode(False), torch.enable_grad():
+                inputs = x.clone().requires_grad_()
                 out = run(inputs, weight, module.bias)
                 scales = torch.linspace(-1.0, 1.0, out.numel()).view_as(out)
                 leaves = [inputs, weight] if trains[shape] else [inputs]

@@ -114,3 +114,16 @@ def test_a_broken_op_counts_as_not_faster(monkeypatch):
 
     monkeypatch.setattr(onednn, "product", broken)
     assert onednn._time_both() is False
+
+
+def test_first_used_under_inference_mode_it_is_proven_and_routes(tiny_lm, faster, caplog):
+    """Lightning validates under inference mode: a frozen scorer may be the first user."""
+    linears = [m for m in tiny_lm.network.modules() if type(m) is torch.nn.Linear]
+    with (
+        caplog.at_level(logging.WARNING),
+        torch.inference_mode(),
+        onednn.onednn_linears(tiny_lm.network) as routed,
+    ):
+        assert routed == len(linears)
+    assert not [r for r in caplog.records if "disagrees" in r.getMessage()]
+    assert any(v.path.startswith("onednn_products") and v.proven for v in verdicts())
