@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import hydra
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 
 from src.data.files import jsonl_line
 from src.evaluation.greedy import GreedyScorer
@@ -35,8 +35,11 @@ log = logging.getLogger(__name__)
 
 
 def head_folders(eval_cfg: DictConfig, heads: list[str]) -> dict[str, Path | None]:
-    """Head name -> folder to load (None: the base model); heads without a folder are skipped.
-    A head named in `eval.policy_overrides` (and not in `eval.adapters`) is the base model."""
+    """Head name -> folder to load (None: the base model). A head named in
+    `eval.policy_overrides` (and not in `eval.adapters`) is the base model. A head whose
+    folder is missing is skipped with a warning where the folder is the default one (an
+    interpolation, e.g. the pipeline's stage folder, not trained yet) and is an error where
+    a path was given (`eval.adapters.grpo=RUN/model`): a head the user names must be scored."""
     adapters = eval_cfg.get("adapters") or {}
     overrides = eval_cfg.get("policy_overrides") or {}
     chosen: dict[str, Path | None] = {}
@@ -52,7 +55,11 @@ def head_folders(eval_cfg: DictConfig, heads: list[str]) -> dict[str, Path | Non
             )
         folder = Path(adapters[head])
         if not folder.is_dir():
-            log.warning("Skipping head %s: no saved model at %s", head, folder)
+            if not OmegaConf.is_interpolation(adapters, head):
+                raise MissingFileError(
+                    f"eval.adapters.{head}: no saved model at {folder}; {_saved_models(folder)}"
+                )
+            log.warning("Skipping head %s: no saved model at %s (not trained yet)", head, folder)
             continue
         chosen[head] = folder
     if not chosen:
@@ -61,6 +68,22 @@ def head_folders(eval_cfg: DictConfig, heads: list[str]) -> dict[str, Path | Non
             "(python -m src.pipeline) or set eval.adapters.<head>=FOLDER"
         )
     return chosen
+
+
+def _saved_models(folder: Path) -> str:
+    """What exists near a missing model folder: the saved models (folders with a config or an
+    adapter config) in its nearest existing parent, for the error line."""
+    parent = folder.parent
+    while not parent.is_dir() and parent != parent.parent:
+        parent = parent.parent
+    found = sorted(
+        str(path.parent)
+        for name in ("config.json", "adapter_config.json")
+        for path in parent.glob(f"*/{name}")
+    )
+    if not found:
+        return f"nothing is saved in {parent.resolve()}; give the folder of a run's model (RUN_FOLDER/model)"
+    return f"saved models in {parent}: {', '.join(found[:5])}"
 
 
 def load_head(model_cfg: DictConfig, folder: Path | None) -> PolicyNetwork:
@@ -115,7 +138,9 @@ def evaluate(
                 logger.log_metrics({f"eval/{head}/{k}": v for k, v in summaries[head].items()}, 0)
         summary_path.write_text(json.dumps(summaries, indent=2))
         log_artifacts(loggers, results_path, summary_path)
-    log.info("Evaluation summary:\n%s", summary_table(summaries))
+    skipped = [head for head in heads or eval_cfg.heads if head not in folders]
+    note = f"\nskipped, not trained yet: {', '.join(skipped)}" if skipped else ""
+    log.info("Evaluation summary:\n%s%s", summary_table(summaries), note)
     return summaries
 
 

@@ -132,6 +132,20 @@ def test_eval_needs_a_head_to_score(make_cfg):
         head_folders(cfg.eval, ["base", "mine"])
 
 
+def test_a_head_given_a_folder_that_does_not_exist_is_an_error(make_cfg, tmp_path):
+    saved = tmp_path / "runs" / "one" / "model"
+    saved.mkdir(parents=True)
+    (saved / "config.json").write_text("{}")
+    wrong = tmp_path / "runs" / "one" / "modle"
+    cfg = make_cfg("task=medmcqa", *SMALL, f"eval.adapters.grpo={wrong}")
+    with pytest.raises(FileNotFoundError, match=r"eval.adapters.grpo: no saved model at .*modle"):
+        head_folders(cfg.eval, ["base", "grpo"])
+    with pytest.raises(FileNotFoundError, match=f"saved models in .*: {saved}"):
+        head_folders(cfg.eval, ["base", "grpo"])
+    # the default folders, stages not trained yet, are skipped with a warning
+    assert list(head_folders(make_cfg("task=medmcqa", *SMALL).eval, ["base", "sft"])) == ["base"]
+
+
 def test_a_stage_without_prep_says_what_to_run(make_cfg):
     cfg = make_cfg("task=medmcqa", *SMALL, "pipeline.stage=grpo")
     with pytest.raises(FileNotFoundError, match="pipeline.stage=prep"):
