@@ -82,7 +82,8 @@ def _saved_models(folder: Path) -> str:
         for path in parent.glob(f"*/{name}")
     )
     if not found:
-        return f"nothing is saved in {parent.resolve()}; give the folder of a run's model (RUN_FOLDER/model)"
+        where = parent.resolve()
+        return f"nothing is saved in {where}; give the folder of a run's model (RUN_FOLDER/model)"
     return f"saved models in {parent}: {', '.join(found[:5])}"
 
 
@@ -107,7 +108,8 @@ def evaluate(
     datamodule, loggers = parts.datamodule, parts.loggers
     rows = datamodule.val_rows if eval_cfg.split == "validation" else datamodule.train_rows
     rows = rows[: eval_cfg.max_rows] if eval_cfg.max_rows else rows
-    folders = head_folders(eval_cfg, list(heads or eval_cfg.heads))
+    heads = list(heads or eval_cfg.heads)
+    folders = head_folders(eval_cfg, heads)
     extract = build(eval_cfg.extract) if eval_cfg.get("extract") else None
     output_dir = Path(output_dir or eval_cfg.output_dir)
     output_dir.mkdir(parents=True, exist_ok=True)
@@ -138,7 +140,7 @@ def evaluate(
                 logger.log_metrics({f"eval/{head}/{k}": v for k, v in summaries[head].items()}, 0)
         summary_path.write_text(json.dumps(summaries, indent=2))
         log_artifacts(loggers, results_path, summary_path)
-    skipped = [head for head in heads or eval_cfg.heads if head not in folders]
+    skipped = [head for head in heads if head not in folders]
     note = f"\nskipped, not trained yet: {', '.join(skipped)}" if skipped else ""
     log.info("Evaluation summary:\n%s%s", summary_table(summaries), note)
     return summaries

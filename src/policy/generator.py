@@ -67,16 +67,21 @@ class Generator:
     def prompts(self, rows: list[dict[str, Any]], tokenizer: Any = None) -> list[str]:
         """One prompt text per row, ending with `response_prefix`."""
         texts = [self._fill(self.template, row, "template") for row in rows]
+        if self._uses_chat(tokenizer):
+            prompts = [self._chat(tokenizer, text) for text in texts]
+        else:
+            prompts = [self._plain(text) for text in texts]
+        return [prompt + self.response_prefix for prompt in prompts]
+
+    def _uses_chat(self, tokenizer: Any) -> bool:
+        """Whether prompts go through the tokenizer's chat template (`use_chat_template` true,
+        or auto and the tokenizer has one); true without a template is an error."""
         has_template = getattr(tokenizer, "chat_template", None) is not None
         if self.use_chat_template is True and not has_template:
             raise ConfigError(
                 "policy.use_chat_template is true but the tokenizer has no chat template"
             )
-        if self.use_chat_template and has_template:
-            prompts = [self._chat(tokenizer, text) for text in texts]
-        else:
-            prompts = [self._plain(text) for text in texts]
-        return [prompt + self.response_prefix for prompt in prompts]
+        return bool(self.use_chat_template) and has_template
 
     def _chat(self, tokenizer: Any, text: str) -> str:
         messages = [{"role": "system", "content": self.system_prompt}] if self.system_prompt else []

@@ -95,7 +95,7 @@ class Rewriter(Generator):
         """Give every row its `plan`: from the cache, or from the frozen planner in batches (then
         cached). Returns the cache hits, the plans generated, those not JSON, and the seconds."""
         started = time.perf_counter()
-        chat = self._planner_chat(network.tokenizer)
+        chat = self._uses_chat(network.tokenizer)  # the planner is asked as the rewriter is
         # how the prompt is framed is part of what the plans depend on, so of the cache's name
         framing = f"{self.plan_template}\x00chat={chat}\x00prefix={self.plan_prefix}"
         cache = PlanCache(self.plan_cache_dir, self.plan_model, framing)
@@ -140,11 +140,6 @@ class Rewriter(Generator):
     def reads_completions(self) -> bool:
         """The queries come from the completions, except with `query_source=question`."""
         return self.query_source != "question"
-
-    def _planner_chat(self, tokenizer: Any) -> bool:
-        """Whether the planner is asked through the chat template: as the rewriter is."""
-        has_template = getattr(tokenizer, "chat_template", None) is not None
-        return bool(self.use_chat_template) and has_template
 
     def _plan_prompt(self, tokenizer: Any, text: str, chat: bool) -> str:
         """The planner's prompt for a filled `plan_template`: one user turn of the chat

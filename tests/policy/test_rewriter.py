@@ -118,11 +118,11 @@ def test_the_planner_speaks_through_the_chat_template_as_the_rewriter_does(tmp_p
             return f"<user>{messages[-1]['content']}</user><assistant>"
 
     role = make_rewriter(tmp_path, plan_prefix="{", use_chat_template="auto")
-    assert role._plan_prompt(Chat(), "Plan: x", role._planner_chat(Chat())) == (
+    assert role._plan_prompt(Chat(), "Plan: x", role._uses_chat(Chat())) == (
         "<user>Plan: x</user><assistant>{"
     )
     plain = make_rewriter(tmp_path, plan_prefix="{")  # use_chat_template false: the text alone
-    assert plain._plan_prompt(Chat(), "Plan: x", plain._planner_chat(Chat())) == "Plan: x{"
+    assert plain._plan_prompt(Chat(), "Plan: x", plain._uses_chat(Chat())) == "Plan: x{"
 
 
 def test_malformed_completions_get_no_answer_and_never_raise(tmp_path, lora_lm):
