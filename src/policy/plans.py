@@ -8,6 +8,8 @@ import json
 import logging
 from pathlib import Path
 
+from src.utils.appending import append_lines
+
 log = logging.getLogger(__name__)
 
 
@@ -43,8 +45,7 @@ class PlanCache:
         for question, plan in plans.items():
             self.plans[digest(question)] = plan
             lines.append(json.dumps({"question": digest(question), "plan": plan}) + "\n")
-        with self.path.open("a") as file:
-            file.write("".join(lines))
+        append_lines(self.path, "".join(lines))
 
 
 def read_plan(text: str) -> tuple[str, bool]:

@@ -25,6 +25,8 @@ from mlflow import MlflowClient
 from mlflow.entities import Metric, Param, RunTag
 from mlflow.exceptions import MlflowException, RestException
 
+from src.utils.appending import append_lines
+
 log = logging.getLogger(__name__)
 
 CALLS = "calls.jsonl"  # one recorded client call per line
@@ -145,8 +147,7 @@ class FallbackClient:
             "kwargs": encode(kwargs),
             "tracking_uri": self.tracking_uri,
         }
-        with open(self.folder / CALLS, "a") as file:
-            file.write(json.dumps(line) + "\n")
+        append_lines(self.folder / CALLS, json.dumps(line) + "\n")
         self.recorded += 1
 
     def keep_file(
@@ -200,6 +201,24 @@ def calls_file(path: str | Path) -> Path:
     )
 
 
+def readable_calls(source: Path) -> list[tuple[int, dict[str, Any]]]:
+    """The recorded calls with their line numbers; a line that is not a whole call (the last
+    line of a run stopped while writing it) is skipped with a warning."""
+    calls = []
+    for number, text in enumerate(source.read_text().splitlines(), 1):
+        if not text.strip():
+            continue
+        try:
+            call = json.loads(text)
+        except json.JSONDecodeError:
+            call = None
+        if not isinstance(call, dict) or "call" not in call:
+            log.warning("%s:%d: not a whole recorded call (cut short?); skipped", source, number)
+            continue
+        calls.append((number, call))
+    return calls
+
+
 def replay(
     path: str | Path, client: MlflowClient | None = None, tracking_uri: str | None = None
 ) -> int:
@@ -207,8 +226,8 @@ def replay(
     `tracking_uri` or `client` says otherwise), then rename the file to calls.copied.jsonl.
     Returns how many calls were copied."""
     source = calls_file(path)
-    lines = [json.loads(line) for line in source.read_text().splitlines() if line.strip()]
-    for number, line in enumerate(lines, 1):
+    lines = readable_calls(source)
+    for number, line in lines:
         target = client or MlflowClient(tracking_uri or line["tracking_uri"])
         try:
             getattr(target, line["call"])(*decode(line["args"]), **decode(line["kwargs"]))
@@ -217,8 +236,7 @@ def replay(
                 raise
             raise RuntimeError(f"{source}:{number}: {line['call']} failed: {error}") from error
     if source.name != COPIED:  # a copied file given again stays as it is
-        with open(source.with_name(COPIED), "a") as file:
-            file.write(source.read_text())
+        append_lines(source.with_name(COPIED), source.read_text())
         source.unlink()
     return len(lines)
 

@@ -119,3 +119,21 @@ def test_a_wrong_request_is_not_taken_for_an_unreachable_server(tmp_path):
 def test_the_copy_command_names_a_folder_without_fallback(tmp_path):
     with pytest.raises(FileNotFoundError, match="no MLflow fallback file"):
         main([str(tmp_path)])
+
+
+def test_a_call_cut_short_is_skipped_and_the_next_ones_kept(tmp_path, caplog):
+    logger, server = logger_with_server(tmp_path)
+    logger.log_metrics({"loss": 0.5}, step=1)
+    run_id = logger.run_id
+    server.down = True
+    logger.log_metrics({"loss": 0.25}, step=2)
+    calls = tmp_path / "run" / "mlflow_fallback" / CALLS
+    whole = calls.read_text()
+    calls.write_text(whole + whole[: len(whole) // 2])  # a run stopped while writing a line
+    logger.log_metrics({"loss": -1.5}, step=3)  # written after the broken line, on its own
+    logger.end_run()
+    with caplog.at_level(logging.WARNING):
+        main([str(tmp_path / "run")])
+    assert f"{CALLS}:2: not a whole recorded call" in caplog.text
+    client = mlflow.MlflowClient(f"sqlite:///{tmp_path}/mlflow.db")
+    assert history(client, run_id, "loss") == [(1, 0.5), (2, 0.25), (3, -1.5)]
