@@ -91,7 +91,7 @@ def run_episode(
     expanded = [row for row in rows for _ in range(group_size)]
     outcomes = role.outcomes(rollout.completions, expanded, network)
     with phase("reward"):
-        scores = reward(outcomes.texts, expanded, rollout.lengths.tolist())
+        scores = reward(outcomes.texts, expanded, rollout.lengths.tolist(), outcomes.details)
     return Episode(
         prompts,
         rollout,

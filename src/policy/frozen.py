@@ -38,18 +38,18 @@ def frozen_generate(
 
 
 @torch.no_grad()
-def frozen_choice(
+def frozen_option_scores(
     network: AdaptedNetwork, contexts: list[str], options: list[list[str]], batch_size: int = 16
-) -> list[int]:
-    """For each context, the index of the option the base model finds likeliest as its
-    continuation: mean log-prob per option token (length-normalised, so long options are not
-    penalised), adapter off. Options are scored as written; prefix them with a space."""
+) -> list[list[float]]:
+    """For each context, the base model's score of each option as its continuation: the mean
+    log-prob per option token (length-normalised, so long options are not penalised), adapter
+    off. Options are scored as written; prefix them with a space."""
     asked = [(context, tuple(choices)) for context, choices in zip(contexts, options, strict=True)]
     distinct, positions = unique(asked)
-    chosen: list[int] = []
+    scores: list[list[float]] = []
     with network.adapter_disabled():
         for start in range(0, len(distinct), batch_size):
             batch = distinct[start : start + batch_size]
-            scores = network.continuation_scores([c for c, _ in batch], [list(o) for _, o in batch])
-            chosen += [max(range(len(row)), key=row.__getitem__) for row in scores]
-    return [chosen[i] for i in positions]
+            found = network.continuation_scores([c for c, _ in batch], [list(o) for _, o in batch])
+            scores += [[float(value) for value in row] for row in found]
+    return [scores[i] for i in positions]

@@ -10,11 +10,12 @@ training, and answers from the documents the queries retrieve; the answer is the
 from __future__ import annotations
 
 import logging
+import math
 import time
 from typing import Any
 
 from src.model.network import AdaptedNetwork
-from src.policy.frozen import frozen_choice, frozen_generate
+from src.policy.frozen import frozen_generate, frozen_option_scores
 from src.policy.generator import Generator
 from src.policy.plans import PlanCache, read_plan
 from src.policy.queries import parse_queries
@@ -28,7 +29,7 @@ from src.utils.timing import phase
 
 log = logging.getLogger(__name__)
 LETTERS = "ABCD"
-QUERY_SOURCES = ("rewriter", "question")
+QUERY_SOURCES = ("rewriter", "question", "expanded")
 ANSWER_MODES = ("likelihood", "generate")
 
 
@@ -39,8 +40,11 @@ class Rewriter(Generator):
     generator's, over the row's fields plus `plan`. `answer_mode` says how the frozen generator
     answers: `likelihood` picks the option whose text is likeliest after the documents and the
     question (robust for small models), `generate` writes greedily and the first option letter
-    in its text is the answer. `query_source=question` skips the rewriter's queries and searches
-    with the question itself (the no-rewriter baseline of `python -m src.eval`).
+    in its text is the answer. `query_source` says what is searched: `rewriter`, each of the
+    rewriter's queries, their hits merged; `question`, the question itself and nothing sampled
+    (the no-rewriter baseline of `python -m src.eval`); `expanded`, one search with the question
+    followed by the rewriter's queries (query expansion: the rewriter adds words to the question,
+    and a completion with no readable query searches with the question alone).
     """
 
     def __init__(
@@ -170,30 +174,36 @@ class Rewriter(Generator):
             self.queries(completion, row) for completion, row in zip(completions, rows, strict=True)
         ]
         with phase("retrieval"):
-            documents = self.retrieve(queries)
+            documents = self.retrieve(
+                [self.searches(asked, row) for asked, row in zip(queries, rows, strict=True)]
+            )
         answerable = [i for i, found in enumerate(documents) if found]
         letters = [""] * len(completions)
+        chances: list[float | None] = [0.0] * len(completions)  # no documents, no answer
         with phase("frozen_generation"):
-            answers = self.answer(
+            answers, probabilities = self.answer(
                 [rows[i] for i in answerable], [documents[i] for i in answerable], network
             )
-        for i, letter in zip(answerable, answers, strict=True):
-            letters[i] = letter
+        for i, letter, chance in zip(answerable, answers, probabilities, strict=True):
+            letters[i], chances[i] = letter, chance
         details = []
-        for row, asked, found, letter in zip(rows, queries, documents, letters, strict=True):
+        for row, asked, found, letter, chance in zip(
+            rows, queries, documents, letters, chances, strict=True
+        ):
             gold_text = str(row.get("answer_text") or "").lower()
-            details.append(
-                {
-                    "queries": asked,
-                    "documents": [hit.document.id for hit in found],
-                    "titles": [hit.document.title for hit in found],
-                    "answer": letter,
-                    "num_queries": len(asked),
-                    "no_queries": not asked,
-                    "gold_retrieved": bool(gold_text)
-                    and any(gold_text in hit.document.content.lower() for hit in found),
-                }
-            )
+            detail = {
+                "queries": asked,
+                "documents": [hit.document.id for hit in found],
+                "titles": [hit.document.title for hit in found],
+                "answer": letter,
+                "num_queries": len(asked),
+                "no_queries": not asked,
+                "gold_retrieved": bool(gold_text)
+                and any(gold_text in hit.document.content.lower() for hit in found),
+            }
+            if self.answer_mode == "likelihood":
+                detail["gold_probability"] = chance
+            details.append(detail)
         return Outcomes(letters, details)
 
     def queries(self, completion: str, row: dict[str, Any]) -> list[str]:
@@ -201,6 +211,13 @@ class Rewriter(Generator):
         if self.query_source == "question":
             return [str(row["question"])]
         return parse_queries(self.response_prefix + completion, self.num_queries)
+
+    def searches(self, queries: list[str], row: dict[str, Any]) -> list[str]:
+        """What is searched for a completion's queries: the queries themselves, or with
+        `query_source=expanded` one search, the question followed by them."""
+        if self.query_source != "expanded":
+            return queries
+        return [" ".join([str(row["question"]), *queries])]
 
     def retrieve(self, queries: list[list[str]]) -> list[list[Hit]]:
         """Every completion's documents: one batched search over all queries, then each
@@ -215,10 +232,13 @@ class Rewriter(Generator):
 
     def answer(
         self, rows: list[dict[str, Any]], documents: list[list[Hit]], network: AdaptedNetwork
-    ) -> list[str]:
-        """The frozen generator's answer letter for each row from its documents."""
+    ) -> tuple[list[str], list[float | None]]:
+        """The frozen generator's answer letter for each row from its documents, and with
+        `answer_mode=likelihood` the probability it gives the gold option (`gold_probability`,
+        the softmax of the options' scores; None where the row names no gold letter, or when
+        answers are generated)."""
         if not rows:
-            return []
+            return [], []
         prompts = [
             self._fill(
                 self.answer_template,
@@ -229,10 +249,23 @@ class Rewriter(Generator):
         ]
         if self.answer_mode == "likelihood":
             options = [[" " + str(row["options"][letter]) for letter in LETTERS] for row in rows]
-            chosen = frozen_choice(network, prompts, options, self.frozen_batch_size)
-            return [LETTERS[i] for i in chosen]
+            scores = frozen_option_scores(network, prompts, options, self.frozen_batch_size)
+            letters = [LETTERS[max(range(len(row)), key=row.__getitem__)] for row in scores]
+            gold = [LETTERS.find(str(row.get("answer") or "?")) for row in rows]
+            return letters, [
+                option_probability(row, index) if index >= 0 else None
+                for row, index in zip(scores, gold, strict=True)
+            ]
         texts = frozen_generate(network, self.answerer, prompts, self.frozen_batch_size)
-        return [first_letter(text) for text in texts]
+        return [first_letter(text) for text in texts], [None] * len(texts)
+
+
+def option_probability(scores: list[float], index: int) -> float:
+    """The softmax of the options' scores at `index`: how sure a generator that picks the
+    highest-scoring option is of that one."""
+    top = max(scores)
+    weights = [math.exp(score - top) for score in scores]
+    return weights[index] / sum(weights)
 
 
 def first_letter(text: str) -> str:

@@ -34,6 +34,14 @@ class ScoresLengths(Protocol):
     def score_lengths(self, lengths: Sequence[int]) -> list[float]: ...
 
 
+@runtime_checkable
+class ScoresDetails(Protocol):
+    """A reward function of what the role reported doing per completion (`Outcomes.details`,
+    e.g. a rewriter's `gold_retrieved`): it is given those instead of the outcomes."""
+
+    def score_details(self, details: Sequence[dict[str, Any]]) -> list[float]: ...
+
+
 class RewardError(RuntimeError):
     """A reward function raised, or returned a score that is not a finite number."""
 
@@ -97,12 +105,20 @@ class CombinedReward:
         outcomes: list[str],
         rows: list[dict[str, Any]],
         lengths: Sequence[int] | None = None,
+        details: Sequence[dict[str, Any]] | None = None,
     ) -> Scores:
-        """Total reward [N], each function's scores [N] and error counts; rows and `lengths`
-        (the completions' token counts, for `ScoresLengths` functions) align with outcomes."""
+        """Total reward [N], each function's scores [N] and error counts; rows, `lengths`
+        (the completions' token counts, for `ScoresLengths` functions) and `details` (what the
+        role did per completion, for `ScoresDetails` functions) align with outcomes."""
         parts, errors = {}, {}
         for name, function in self.functions.items():
-            if isinstance(function, ScoresLengths):
+            if isinstance(function, ScoresDetails):
+                if details is None or len(details) != len(outcomes):
+                    raise ValueError(
+                        f"reward function {name!r} scores the role's details: pass one per outcome"
+                    )
+                scores, errors[name] = function.score_details(details), 0
+            elif isinstance(function, ScoresLengths):
                 if lengths is None or len(lengths) != len(outcomes):
                     raise ValueError(
                         f"reward function {name!r} scores token counts: pass one per outcome"

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import math
 import zlib
 
 import lightning as L
@@ -87,6 +88,20 @@ def test_plans_are_generated_once_then_read_from_the_cache(tmp_path, lora_lm, mo
     figures = again.prepare(lora_lm, second)
     assert figures["planner/generated"] == 0 and figures["planner/cache_hits"] == 2
     assert [row["plan"] for row in second] == [row["plan"] for row in first]
+
+
+def test_a_plan_cache_cut_short_loses_only_its_broken_line(tmp_path, lora_lm):
+    clean = rows()
+    make_rewriter(tmp_path / "clean").prepare(lora_lm, clean)
+    role = make_rewriter(tmp_path)
+    role.prepare(lora_lm, rows()[:1])
+    (cache,) = (tmp_path / "plans").iterdir()
+    cache.write_text(cache.read_text()[:-9])  # a run stopped while writing the first plan
+    again = rows()
+    assert make_rewriter(tmp_path).prepare(lora_lm, again)["planner/generated"] == 2
+    later = rows()  # the plans appended after the broken line are read back
+    assert make_rewriter(tmp_path).prepare(lora_lm, later)["planner/cache_hits"] == 2
+    assert [row["plan"] for row in later] == [row["plan"] for row in clean]
 
 
 def test_the_plan_starts_with_its_prefix_and_the_framing_names_the_cache(
@@ -178,6 +193,36 @@ def test_the_question_as_the_only_query(tmp_path, lora_lm):
     outcomes = role.outcomes(["whatever", ""], batch, lora_lm)
     assert retriever.calls == [[batch[0]["question"], batch[1]["question"]]]
     assert [d["queries"] for d in outcomes.details] == [[r["question"]] for r in batch]
+
+
+def test_expanded_searches_the_question_followed_by_the_queries(tmp_path, lora_lm):
+    retriever = FakeRetriever()
+    role = make_rewriter(tmp_path, retriever, query_source="expanded")
+    batch = rows()
+    role.prepare(lora_lm, batch)
+    outcomes = role.outcomes([" spores\n2. toxin", " ?"], batch, lora_lm)
+    # one search per completion; with no readable query, the question alone
+    assert retriever.calls == [[batch[0]["question"] + " spores toxin", batch[1]["question"]]]
+    assert [d["queries"] for d in outcomes.details] == [["spores", "toxin"], []]
+    assert [d["no_queries"] for d in outcomes.details] == [False, True]
+
+
+def test_gold_retrieved_is_a_reward_term(tmp_path, lora_lm):
+    from src.policy.episode import run_episode
+    from src.reward.detail import RoleDetail
+
+    role = make_rewriter(tmp_path, FakeRetriever(), query_source="question")
+    batch = rows()
+    role.prepare(lora_lm, batch)
+    reward = CombinedReward(
+        {"answer": is_letter_a, "gold": RoleDetail("gold_retrieved")},
+        {"answer": 1.0, "gold": 0.5},
+    )
+    episode = run_episode(lora_lm, NoSampling(), role, reward, batch, 1, greedy=True)
+    gold = [float(d["gold_retrieved"]) for d in episode.details]
+    assert episode.reward_parts["gold"].tolist() == gold
+    expected = [float(o == "A") + 0.5 * g for o, g in zip(episode.outcomes, gold, strict=True)]
+    assert episode.rewards.tolist() == expected
 
 
 class NoSampling:
@@ -274,3 +319,52 @@ def test_options_are_scored_after_one_batched_pass_over_the_contexts(lora_lm):
     assert [len(row) for row in got] == [4, 2]
     for row, want in zip(got, expected, strict=True):
         assert row == pytest.approx(want, abs=1e-5)
+
+
+def test_option_probability_is_the_softmax_of_the_scores():
+    from src.policy.rewriter import option_probability
+
+    # scores log 1, log 2, log 1: probabilities 1/4, 2/4, 1/4
+    scores = [0.0, math.log(2.0), 0.0]
+    assert option_probability(scores, 1) == pytest.approx(0.5)
+    assert option_probability(scores, 2) == pytest.approx(0.25)
+    assert option_probability([-1000.0, -1001.0], 0) == pytest.approx(1 / (1 + math.exp(-1)))
+
+
+def test_the_gold_options_probability_is_reported_beside_the_answer(tmp_path, lora_lm):
+    from src.policy.rewriter import LETTERS, option_probability
+
+    role = make_rewriter(tmp_path, AlwaysFirst(), query_source="question")
+    batch = rows()
+    role.prepare(lora_lm, batch)
+    outcomes = role.outcomes(["", ""], batch, lora_lm)
+    for row, detail in zip(batch, outcomes.details, strict=True):
+        prompt = role._fill(
+            role.answer_template,
+            {**row, "documents": documents_text_of(role, detail)},
+            "answer_template",
+        )
+        options = [" " + row["options"][letter] for letter in LETTERS]
+        with lora_lm.adapter_disabled():  # the frozen generator is the base model
+            (scores,) = lora_lm.continuation_scores([prompt], [options])
+        gold = LETTERS.index(row["answer"])
+        assert detail["gold_probability"] == pytest.approx(option_probability(scores, gold))
+        assert detail["answer"] == LETTERS[max(range(4), key=scores.__getitem__)]
+    generated = make_rewriter(tmp_path, query_source="question", answer_mode="generate")
+    generated.prepare(lora_lm, batch)
+    details = generated.outcomes(["", ""], batch, lora_lm).details
+    assert all("gold_probability" not in detail for detail in details)
+
+
+class AlwaysFirst:
+    """Finds the first document for every query."""
+
+    def search(self, queries: list[str], k: int) -> list[list[Hit]]:
+        return [[Hit(DOCS[0], 1.0)] for _ in queries]
+
+
+def documents_text_of(role, detail):
+    from src.retrieval.hit import documents_text
+
+    by_id = {doc.id: doc for doc in DOCS}
+    return documents_text([Hit(by_id[i], 1.0) for i in detail["documents"]], role.document_template)
