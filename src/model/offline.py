@@ -8,16 +8,20 @@ run loads directly.
 
 from __future__ import annotations
 
+import hashlib
 import importlib.util
+import json
 import logging
 import shutil
 from pathlib import Path
 from typing import Any
 
+from src.utils.errors import MissingFileError
 from src.utils.folders import published_folder
 from src.utils.hub import hub_reachable
 
 log = logging.getLogger(__name__)
+MANIFEST = "conversion.json"  # the sha256 of every file the conversion wrote
 
 
 def in_hub_cache(name: str) -> bool:
@@ -46,11 +50,45 @@ def package_folder(package: str) -> Path:
     return Path(next(iter(spec.submodule_search_locations)))
 
 
+def file_digests(folder: Path) -> dict[str, str]:
+    """The sha256 of every file in a converted folder (the manifest left out), by name."""
+    digests = {}
+    for path in sorted(folder.iterdir()):
+        if path.is_file() and path.name != MANIFEST:
+            digest = hashlib.sha256()
+            with path.open("rb") as file:
+                for block in iter(lambda: file.read(1 << 24), b""):
+                    digest.update(block)
+            digests[path.name] = digest.hexdigest()
+    return digests
+
+
+def damage(folder: Path) -> str | None:
+    """What is wrong with a converted folder, or None when it is whole: every file the
+    conversion wrote is there with the content it had (its `MANIFEST`)."""
+    manifest = folder / MANIFEST
+    if not manifest.is_file():
+        return f"no {MANIFEST} (an older conversion, or one that was stopped)"
+    try:
+        expected = json.loads(manifest.read_text())
+    except json.JSONDecodeError:
+        return f"{MANIFEST} is not JSON"
+    found = file_digests(folder)
+    changed = sorted(name for name, digest in expected.items() if found.get(name) != digest)
+    return f"{', '.join(changed)} differ from the conversion" if changed else None
+
+
 def convert_gguf(package: str, gguf_file: str, folder: str | Path) -> Path:
-    """Dequantize `gguf_file` from `package` into a plain HF folder, once; return the folder."""
+    """Dequantize `gguf_file` from `package` into a plain HF folder, once; return the folder.
+    A folder whose files are not those the conversion wrote (a truncated or edited weight
+    file) is reported in one WARNING and converted again."""
     folder = Path(folder)
-    if (folder / "config.json").exists():
-        return folder
+    if folder.is_dir():
+        wrong = damage(folder)
+        if wrong is None:
+            return folder
+        log.warning("The converted model at %s is damaged (%s): converting it again", folder, wrong)
+        shutil.rmtree(folder)
     source = package_folder(package)
     if not (source / gguf_file).is_file():
         raise FileNotFoundError(f"{source / gguf_file}: GGUF file not found in package {package}")
@@ -63,11 +101,10 @@ def convert_gguf(package: str, gguf_file: str, folder: str | Path) -> Path:
     network.hf_quantizer = None
     if hasattr(network.config, "quantization_config"):
         del network.config.quantization_config
-    if not (folder / "config.json").exists():  # an incomplete folder from an older version
-        shutil.rmtree(folder, ignore_errors=True)
     with published_folder(folder) as partial:
         network.save_pretrained(partial)
         tokenizer.save_pretrained(partial)
+        (partial / MANIFEST).write_text(json.dumps(file_digests(partial), indent=1))
     return folder
 
 
@@ -77,15 +114,24 @@ def resolve_pretrained(
     """Where to load a model from, and extra `from_pretrained` arguments for that source.
 
     A local folder is used as it is. A hub name is used when the hub is reachable or the model
-    is cached (then without network calls); otherwise `offline_fallback` (`package`,
-    `gguf_file`, `folder`) supplies the converted packaged copy.
+    is cached (then without network calls); otherwise `offline_fallback` (`copy_of`, `package`,
+    `gguf_file`, `folder`) supplies the converted packaged copy, only when it is a copy of the
+    model named: another name is refused rather than trained as the packaged model.
     """
     if Path(name_or_path).is_dir() or hub_reachable():
         return name_or_path, {}
     if in_hub_cache(name_or_path):
         return name_or_path, {"local_files_only": True}
     if offline_fallback:
-        folder = convert_gguf(**offline_fallback)
+        packaged = dict(offline_fallback)
+        copy_of = packaged.pop("copy_of", None)
+        if copy_of != name_or_path:
+            raise MissingFileError(
+                f"model.name_or_path={name_or_path!r} is not in the local Hugging Face cache and "
+                f"the hub cannot be reached (the packaged offline copy is of {copy_of!r}, not "
+                "this model): set model.name_or_path to a local folder holding it"
+            )
+        folder = convert_gguf(**packaged)
         log.warning("Hub unreachable: using the packaged copy of %s at %s", name_or_path, folder)
         return str(folder), {}
     raise OSError(

