@@ -13,6 +13,7 @@ from omegaconf import DictConfig
 
 from src.grpo.settings import AlgoSettings
 from src.model.causal_lm import DTYPES
+from src.runs.schema import check_schema
 from src.utils.config import plain
 from src.utils.errors import ConfigError, MissingFileError
 from src.utils.folders import check_writable
@@ -22,7 +23,9 @@ HIGH_KL = 0.5  # above this the KL term tends to hold the policy at its referenc
 
 
 def check_settings(cfg: DictConfig) -> None:
-    """Raise `ConfigError` for the first setting that cannot work."""
+    """Raise `ConfigError` for the first setting that cannot work: of the wrong type, out of
+    range or not one of its choices (`schema.SETTINGS`, `AlgoSettings`), then alone or together."""
+    check_schema(cfg)
     check_algo_settings(plain(cfg.get("algo")) or {})
     check_model_settings(plain(cfg.get("model")) or {})
     check_hardware(cfg)
@@ -216,22 +219,14 @@ def check_role_settings(cfg: DictConfig) -> None:
 
 
 def check_trainer_settings(cfg: DictConfig) -> None:
-    """Run-length, evaluation and checkpoint intervals that cannot work."""
+    """Run-length and checkpoint intervals that cannot work together (each one's type and
+    range: `schema.SETTINGS`)."""
     trainer = cfg.get("trainer") or {}
-    epochs = cfg.get("epochs")
-    if epochs is not None and not float(epochs) > 0:
-        raise ConfigError(f"epochs must be > 0 (passes over the training rows), got {epochs}")
-    if trainer.get("max_steps", 1) is None:
-        if epochs is None:
-            raise ConfigError(
-                "trainer.max_steps is null and epochs is not set: give the run length as "
-                "trainer.max_steps=N or epochs=N"
-            )
-    elif int(trainer.get("max_steps", 1)) < 1:
-        raise ConfigError(f"trainer.max_steps must be >= 1, got {trainer.get('max_steps')}")
-    interval = trainer.get("val_check_interval")
-    if interval is not None and int(interval) < 1:
-        raise ConfigError(f"trainer.val_check_interval must be >= 1, got {interval}")
+    if trainer.get("max_steps", 1) is None and cfg.get("epochs") is None:
+        raise ConfigError(
+            "trainer.max_steps is null and epochs is not set: give the run length as "
+            "trainer.max_steps=N or epochs=N"
+        )
     every = ((plain(cfg.get("callbacks")) or {}).get("checkpoint") or {}).get("every_n_train_steps")
     iterations = int((cfg.get("algo") or {}).get("num_iterations", 1))
     if every and int(every) % iterations:

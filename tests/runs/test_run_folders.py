@@ -42,7 +42,7 @@ def test_runs_started_at_once_and_a_sweep_get_folders_of_their_own(tmp_path):
     outputs = [process.communicate(timeout=300)[0] for process in [*runs, sweep]]
     for process, output in zip(runs, outputs, strict=False):
         assert process.returncode == 1, output[-3000:]
-        assert "trainer.max_steps must be >= 1" in output
+        assert "trainer.max_steps must be a whole number >= 1" in output
 
     folders = sorted((tmp_path / "runs" / "arithmetic").iterdir())
     assert len(folders) == 2, folders

@@ -56,9 +56,9 @@ CASES = [
         "hardware=[cpu,4bit]",
         r"4-bit weights cannot be trained; add the adapter with hardware=\[4bit,lora\]",
     ),
-    ("trainer.max_steps=0", "trainer.max_steps must be >= 1"),
+    ("trainer.max_steps=0", "trainer.max_steps must be a whole number >= 1 or null, got 0"),
     ("trainer.max_steps=null", "trainer.max_steps is null and epochs is not set"),
-    ("epochs=0", "epochs must be > 0"),
+    ("epochs=0", "epochs must be a number > 0 or null, got 0"),
     (
         "algo.num_iterations=3",
         "every_n_train_steps=100 is not a multiple of algo.num_iterations=3: .* every 300 steps",

@@ -1,0 +1,291 @@
+"""The type, range and allowed values of every user-facing setting outside `algo.*` (whose
+settings `AlgoSettings` types), declared in one table and checked when the config is composed,
+before any data or model loads: a string where a number belongs, a value out of range or a
+misspelt choice gets one `error:` line naming the key, the value and what is allowed.
+
+A key that a config does not have is not checked (each task composes its own groups); what a
+key means is said beside it in its `conf/<group>/*.yaml`.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from omegaconf import DictConfig, OmegaConf
+
+from src.utils.errors import ConfigError
+
+KINDS = ("int", "float", "bool", "str")
+MISSING = object()
+
+
+@dataclass(frozen=True)
+class Setting:
+    """What one key may hold: a `kind` (`int`, `float`, `bool` or `str`), an inclusive range
+    (`low`, `high`; `above` makes `low` exclusive), a set of `choices`, and whether null is
+    allowed."""
+
+    kind: str
+    low: float | None = None
+    high: float | None = None
+    above: bool = False
+    choices: tuple[Any, ...] | None = None
+    nullable: bool = False
+    blank: bool = False  # a text may be empty
+
+    def allowed(self) -> str:
+        """What the key may hold, in words."""
+        if self.choices is not None:
+            words = "one of " + ", ".join(str(choice) for choice in self.choices)
+        else:
+            words = {
+                "int": "a whole number",
+                "float": "a number",
+                "bool": "true or false",
+                "str": "a text",
+            }[self.kind]
+            if self.low is not None and self.high is not None:
+                words += f" in {'(' if self.above else '['}{self.low}, {self.high}]"
+            elif self.low is not None:
+                words += f" {'>' if self.above else '>='} {self.low}"
+            elif self.high is not None:
+                words += f" <= {self.high}"
+        return words + (" or null" if self.nullable else "")
+
+    def accepts(self, value: Any) -> bool:
+        """Whether `value` is of this kind, in range and among the choices."""
+        if value is None:
+            return self.nullable
+        if self.choices is not None:
+            return any(value == choice and type(value) is type(choice) for choice in self.choices)
+        if self.kind == "bool":
+            return isinstance(value, bool)
+        if self.kind == "str":
+            return isinstance(value, str) and (self.blank or bool(value.strip()))
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            return False
+        if self.kind == "int" and not isinstance(value, int):
+            return False
+        if not math.isfinite(value):
+            return False
+        if self.low is not None and (value <= self.low if self.above else value < self.low):
+            return False
+        return self.high is None or value <= self.high
+
+
+def whole(low: float | None = None, **more: Any) -> Setting:
+    return Setting("int", low=low, **more)
+
+
+def number(low: float | None = None, high: float | None = None, **more: Any) -> Setting:
+    return Setting("float", low=low, high=high, **more)
+
+
+def choice(*choices: Any, nullable: bool = False) -> Setting:
+    return Setting("str", choices=choices, nullable=nullable)
+
+
+FLAG = Setting("bool")
+TEXT = Setting("str")
+OPTIONAL_TEXT = Setting("str", nullable=True)
+ANY_TEXT = Setting("str", blank=True)  # a template part or prefix that may be empty
+
+# key -> what it may hold; the meaning of each is in its config's comment
+SETTINGS: dict[str, Setting] = {
+    # the run
+    "seed": whole(),
+    "dry_run": FLAG,
+    "ckpt_path": OPTIONAL_TEXT,
+    "epochs": number(0, above=True, nullable=True),
+    "keep_freed_memory": FLAG,
+    "task_name": TEXT,
+    # data
+    "data.path": OPTIONAL_TEXT,
+    "data.val_path": OPTIONAL_TEXT,
+    "data.val_size": whole(0),
+    "data.max_val_rows": whole(1, nullable=True),
+    "data.batch_size": whole(1),
+    "data.eval_batch_size": whole(1),
+    "data.seed": whole(),
+    # the trainer
+    "trainer.max_steps": whole(1, nullable=True),  # null: epochs sets the length
+    "trainer.val_check_interval": whole(1, nullable=True),
+    "trainer.num_nodes": whole(1),
+    "trainer.log_every_n_steps": whole(1),
+    "trainer.num_sanity_val_steps": whole(0),
+    "trainer.accelerator": choice("cpu", "gpu", "cuda", "auto"),
+    "trainer.precision": TEXT,
+    "trainer.deterministic": FLAG,
+    "trainer.enable_model_summary": FLAG,
+    "trainer.use_distributed_sampler": FLAG,
+    # the model
+    "model.name_or_path": TEXT,
+    "model.dtype": choice("float32", "bfloat16", "float16"),
+    "model.adapter_path": OPTIONAL_TEXT,
+    "model.load_in_4bit": FLAG,
+    "model.trust_remote_code": FLAG,
+    "model.gradient_checkpointing": FLAG,
+    "model.lean_activations": FLAG,
+    "model.compile": FLAG,
+    "model.max_prompt_length": whole(1, nullable=True),
+    "model.lora.r": whole(1),
+    "model.lora.lora_alpha": number(0, above=True),
+    "model.lora.lora_dropout": number(0, 1),
+    # sampling
+    "rollout.temperature": number(0, above=True),
+    "rollout.top_p": number(0, 1, above=True),
+    "rollout.top_k": whole(0),
+    "rollout.repetition_penalty": number(0, above=True),
+    "rollout.min_completion_length": whole(0),
+    "rollout.fused_steps": FLAG,
+    "rollout.packed_weights": FLAG,
+    # the optimizers
+    "algo.optimizer.lr": number(0, above=True),
+    "algo.optimizer.weight_decay": number(0),
+    "algo.scheduler.name": TEXT,
+    "algo.scheduler.num_warmup_steps": whole(0),
+    "sft.optimizer.lr": number(0, above=True),
+    "sft.optimizer.weight_decay": number(0),
+    # the supervised warm start
+    "sft.enabled": FLAG,
+    "sft.max_steps": whole(0),
+    "sft.batch_size": whole(1),
+    "sft.check_size": whole(1),
+    "sft.check_every_n_steps": whole(1),
+    "sft.stop_at_reward": number(nullable=True),
+    # the character-diffusion task and model
+    "data.window": whole(1),
+    "data.mask_ratio": number(0, 1, above=True),
+    "data.min_span": whole(1),
+    "data.max_span": whole(1),
+    "data.mask_char": TEXT,
+    "model.mask_char": TEXT,
+    "policy.mask_char": TEXT,
+    "data.source.seed": whole(),
+    "model.seed": whole(),
+    "data.source.low": whole(),
+    "data.source.high": whole(),
+    "model.builder.*": whole(0),
+    "model.hidden_size": whole(1),
+    "model.intermediate_size": whole(1),
+    "model.num_heads": whole(1),
+    "model.num_layers": whole(1),
+    "model.max_length": whole(1),
+    "model.dropout": number(0, 1),
+    # the policy role
+    "policy.template": TEXT,
+    "policy.sft_target": ANY_TEXT,
+    "policy.response_prefix": ANY_TEXT,
+    "policy.plan_prefix": ANY_TEXT,
+    "policy.plan_template": TEXT,
+    "policy.answer_template": TEXT,
+    "policy.document_template": TEXT,
+    "policy.passage_template": TEXT,
+    "policy.planner.max_completion_length": whole(1),
+    "policy.answerer.max_completion_length": whole(1),
+    "policy.system_prompt": OPTIONAL_TEXT,
+    "policy.use_chat_template": Setting("str", choices=(True, False, "auto")),
+    "policy.num_queries": whole(1),
+    "policy.query_k": whole(1),
+    "policy.k": whole(1),
+    "policy.query_source": choice("rewriter", "question", "expanded"),
+    "policy.answer_mode": choice("likelihood", "generate"),
+    "policy.frozen_batch_size": whole(1),
+    # retrieval
+    "retrieval.k": whole(1),
+    "retrieval.backend": choice("bm25", "dense"),
+    "retrieval.bm25.k1": number(0),
+    "retrieval.bm25.b": number(0, 1),
+    # rewards
+    "reward.on_error": choice("raise", "zero"),
+    "reward.weights.*": number(),
+    "reward.functions.*.batch_size": whole(1),
+    "reward.functions.*.metric": TEXT,
+    "reward.functions.*.answer_field": TEXT,
+    "reward.functions.*.reference_field": TEXT,
+    "reward.functions.*.question_field": TEXT,
+    "reward.functions.*.concepts_field": TEXT,
+    "reward.functions.*.explanation_field": TEXT,
+    "reward.functions.*.prompt_field": OPTIONAL_TEXT,
+    "reward.functions.*.max_length": whole(1),
+    # evaluation
+    "eval.split": choice("validation", "train"),
+    "eval.max_rows": whole(1, nullable=True),
+    "eval.batch_size": whole(1),
+    # tracking and checkpoints
+    "logger.mlflow.experiment_name": TEXT,
+    "logger.mlflow.retry_after_s": number(0),
+    "logger.mlflow.http_retries": whole(0),
+    "logger.mlflow.http_timeout_s": number(0, above=True),
+    "callbacks.checkpoint.every_n_train_steps": whole(1, nullable=True),
+    "callbacks.checkpoint.save_last": FLAG,
+    "callbacks.checkpoint.save_top_k": whole(-1),
+    "logger.mlflow.run_name": OPTIONAL_TEXT,
+    "logger.mlflow.log_model": FLAG,
+    "trainer.max_epochs": whole(-1),
+    "trainer.check_val_every_n_epoch": whole(1, nullable=True),
+}
+
+
+def value_at(cfg: DictConfig, key: str) -> Any:
+    """The resolved value of a dotted key, or `MISSING` where the config has no such key."""
+    node: Any = cfg
+    parts = key.split(".")
+    for part in parts[:-1]:
+        if not OmegaConf.is_dict(node) or part not in node or node[part] is None:
+            return MISSING
+        node = node[part]
+    if not OmegaConf.is_dict(node) or parts[-1] not in node:
+        return MISSING
+    try:
+        value = node[parts[-1]]
+    except Exception:  # an interpolation that resolves only inside a Hydra job
+        return MISSING
+    return OmegaConf.to_container(value, resolve=True) if OmegaConf.is_config(value) else value
+
+
+def keys_matching(cfg: DictConfig, pattern: str) -> list[str]:
+    """The keys of `cfg` a declared key names: itself, or with `*` standing for any one part
+    (`reward.weights.*`: every reward's weight), leaving out `_target_` and `_partial_`."""
+    if "*" not in pattern:
+        return [pattern]
+    head, _, tail = pattern.partition(".*")
+    node = value_at(cfg, head) if head else MISSING
+    if not isinstance(node, dict):
+        return []
+    return [
+        key
+        for name in node
+        if not str(name).startswith("_")  # what builds the object, not a setting
+        for key in keys_matching(cfg, f"{head}.{name}{tail}")
+        if value_at(cfg, key) is not MISSING
+    ]
+
+
+def setting_of(key: str, settings: dict[str, Setting] | None = None) -> Setting | None:
+    """The declared setting a key falls under, or None when it has none."""
+    settings = settings or SETTINGS
+    if key in settings:
+        return settings[key]
+    parts = key.split(".")
+    for pattern, setting in settings.items():
+        names = pattern.split(".")
+        if (
+            "*" in pattern
+            and len(names) == len(parts)
+            and all(name in ("*", part) for name, part in zip(names, parts, strict=True))
+        ):
+            return setting
+    return None
+
+
+def check_schema(cfg: DictConfig, settings: dict[str, Setting] | None = None) -> None:
+    """Raise `ConfigError` for the first key whose value `SETTINGS` does not allow."""
+    for pattern, setting in (settings or SETTINGS).items():
+        for key in keys_matching(cfg, pattern):
+            value = value_at(cfg, key)
+            if value is MISSING or setting.accepts(value):
+                continue
+            raise ConfigError(f"{key} must be {setting.allowed()}, got {value!r}")
