@@ -74,13 +74,29 @@ def test_malformed_data_file_names_file_and_line(tmp_path):
         ("algo.group_size=1", "error: algo.group_size must be >= 2"),
         ("algo.kl_bta=0.1", "did you mean algo.kl_beta?"),
         ("model=gpt5", "Could not find 'model/gpt5'; available options in 'model': "),
+        ("algo.group_size=abc", "error: algo.group_size must be a whole number, got 'abc'"),
+        ("algo.max_completion_length=0", "error: algo.max_completion_length must be >= 1"),
+        ("data.batch_size=abc", "error: data.batch_size must be a whole number >= 1, got 'abc'"),
+        ("trainer.max_steps=1.5", "error: trainer.max_steps must be a whole number >= 1"),
+        ("rollout.temperature=hot", "error: rollout.temperature must be a number > 0, got 'hot'"),
+        (
+            "model=smollm2_135m model.name_or_path=nobody/nothing-1b",
+            "error: model.name_or_path='nobody/nothing-1b' is not in the local Hugging Face cache "
+            "and the hub cannot be reached",
+        ),
     ],
 )
 def test_bad_setting_key_or_option_is_one_line(tmp_path, override, expected):
-    line = error_line(train_command(tmp_path, override))
+    line = error_line(train_command(tmp_path, *override.split()))
     assert expected in line
     if override == "model=gpt5":
         assert "tiny" in line.split("available options")[1]
+
+
+@pytest.mark.slow  # a fresh interpreter: the whole way a user meets the error
+def test_a_text_where_a_number_belongs_is_one_line_from_a_real_process(tmp_path):
+    line = error_line(train_command(tmp_path, "data.batch_size=abc", real_process=True))
+    assert line == "error: data.batch_size must be a whole number >= 1, got 'abc'"
 
 
 @pytest.mark.slow  # a fresh interpreter, about 15 s: the whole way a user meets the error
