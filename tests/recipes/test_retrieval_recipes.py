@@ -62,6 +62,8 @@ def test_rewriter_trains_caches_and_evaluates_three_ways(make_cfg, tmp_path, rew
         "role/num_queries",
         "role/gold_retrieved",
         "rewards/accuracy/mean",
+        "rewards/gold_probability/mean",  # the preset's second reward term
+        "role/gold_probability",
     ):
         assert sorted(history(cfg, first, name)) == [1, 2], name
     assert sorted(history(cfg, first, "eval/accuracy")) == [0, 2]
