@@ -24,13 +24,14 @@ MISSING = object()
 @dataclass(frozen=True)
 class Setting:
     """What one key may hold: a `kind` (`int`, `float`, `bool` or `str`), an inclusive range
-    (`low`, `high`; `above` makes `low` exclusive), a set of `choices`, and whether null is
+    (`low`, `high`; `above` makes `low` exclusive, `below` makes `high` exclusive), a set of `choices`, and whether null is
     allowed."""
 
     kind: str
     low: float | None = None
     high: float | None = None
     above: bool = False
+    below: bool = False  # `high` is exclusive
     choices: tuple[Any, ...] | None = None
     nullable: bool = False
     blank: bool = False  # a text may be empty
@@ -47,7 +48,10 @@ class Setting:
                 "str": "a text",
             }[self.kind]
             if self.low is not None and self.high is not None:
-                words += f" in {'(' if self.above else '['}{self.low}, {self.high}]"
+                words += (
+                    f" in {'(' if self.above else '['}{self.low}, {self.high}"
+                    f"{')' if self.below else ']'}"
+                )
             elif self.low is not None:
                 words += f" {'>' if self.above else '>='} {self.low}"
             elif self.high is not None:
@@ -72,7 +76,7 @@ class Setting:
             return False
         if self.low is not None and (value <= self.low if self.above else value < self.low):
             return False
-        return self.high is None or value <= self.high
+        return self.high is None or (value < self.high if self.below else value <= self.high)
 
 
 def whole(low: float | None = None, **more: Any) -> Setting:
@@ -157,7 +161,7 @@ SETTINGS: dict[str, Setting] = {
     "sft.stop_at_reward": number(nullable=True),
     # the character-diffusion task and model
     "data.window": whole(1),
-    "data.mask_ratio": number(0, 1, above=True),
+    "data.mask_ratio": number(0, 1, above=True, below=True),
     "data.min_span": whole(1),
     "data.max_span": whole(1),
     "data.mask_char": TEXT,
