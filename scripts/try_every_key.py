@@ -70,7 +70,8 @@ def trials(cfg: DictConfig) -> dict[str, Counter[str]]:
 
 
 def main() -> None:
-    logging.disable(logging.WARNING)  # the warnings a value draws (a high kl_beta) are not the table
+    # the warnings a value draws (a high kl_beta) are not the table
+    logging.disable(logging.WARNING)
     print(f"values tried per key: {', '.join(repr(v) for v in BAD_VALUES)}\n")
     print("| task | keys | typed keys | values tried | accepted | refused |")
     print("|---|---|---|---|---|---|")

@@ -8,6 +8,8 @@ from src.model.network import PolicyNetwork
 from src.policy.role import Outcomes
 from src.utils.errors import ConfigError
 
+CHAT_TEMPLATE_CHOICES = (True, False, "auto")  # policy.use_chat_template
+
 
 class TemplateFieldError(ConfigError, KeyError):
     """`policy.template` or `policy.sft_target` names a field the data rows lack: a setting that
@@ -38,7 +40,7 @@ class Generator:
         examples: list[dict[str, str]] | None = None,
         response_prefix: str = "",
     ) -> None:
-        if use_chat_template not in (True, False, "auto"):
+        if use_chat_template not in CHAT_TEMPLATE_CHOICES:
             raise ConfigError(
                 f"policy.use_chat_template must be true, false or auto, got {use_chat_template!r}"
             )

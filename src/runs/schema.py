@@ -15,6 +15,11 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
+from src.model.causal_lm import DTYPES
+from src.policy.generator import CHAT_TEMPLATE_CHOICES
+from src.policy.rewriter import ANSWER_MODES, QUERY_SOURCES
+from src.retrieval.retriever import BACKENDS
+from src.reward.combine import ON_ERROR
 from src.utils.errors import ConfigError
 
 KINDS = ("int", "float", "bool", "str")
@@ -126,7 +131,7 @@ SETTINGS: dict[str, Setting] = {
     "trainer.use_distributed_sampler": FLAG,
     # the model
     "model.name_or_path": TEXT,
-    "model.dtype": choice("float32", "bfloat16", "float16"),
+    "model.dtype": choice(*DTYPES),
     "model.adapter_path": OPTIONAL_TEXT,
     "model.load_in_4bit": FLAG,
     "model.trust_remote_code": FLAG,
@@ -190,20 +195,20 @@ SETTINGS: dict[str, Setting] = {
     "policy.planner.max_completion_length": whole(1),
     "policy.answerer.max_completion_length": whole(1),
     "policy.system_prompt": OPTIONAL_TEXT,
-    "policy.use_chat_template": Setting("str", choices=(True, False, "auto")),
+    "policy.use_chat_template": Setting("str", choices=CHAT_TEMPLATE_CHOICES),
     "policy.num_queries": whole(1),
     "policy.query_k": whole(1),
     "policy.k": whole(1),
-    "policy.query_source": choice("rewriter", "question", "expanded"),
-    "policy.answer_mode": choice("likelihood", "generate"),
+    "policy.query_source": choice(*QUERY_SOURCES),
+    "policy.answer_mode": choice(*ANSWER_MODES),
     "policy.frozen_batch_size": whole(1),
     # retrieval
     "retrieval.k": whole(1),
-    "retrieval.backend": choice("bm25", "dense"),
+    "retrieval.backend": choice(*BACKENDS),
     "retrieval.bm25.k1": number(0),
     "retrieval.bm25.b": number(0, 1),
     # rewards
-    "reward.on_error": choice("raise", "zero"),
+    "reward.on_error": choice(*ON_ERROR),
     "reward.weights.*": number(),
     "reward.functions.*.batch_size": whole(1),
     "reward.functions.*.metric": TEXT,

@@ -12,7 +12,6 @@ import torch
 from omegaconf import DictConfig
 
 from src.grpo.settings import AlgoSettings
-from src.model.causal_lm import DTYPES
 from src.runs.schema import check_schema
 from src.utils.config import plain
 from src.utils.errors import ConfigError, MissingFileError
@@ -48,9 +47,8 @@ def check_algo_settings(algo: dict[str, Any]) -> None:
 
 
 def check_model_settings(model: dict[str, Any]) -> None:
-    """Model settings (`model.*`) that cannot work."""
-    if model.get("dtype", "float32") not in DTYPES:
-        raise ConfigError(f"model.dtype must be one of {sorted(DTYPES)}, got {model['dtype']!r}")
+    """Model settings (`model.*`) that cannot work together (each one's type and choices:
+    `schema.SETTINGS`)."""
     if model.get("load_in_4bit") and not (model.get("lora") or model.get("adapter_path")):
         raise ConfigError(
             "model.load_in_4bit=true without LoRA: 4-bit weights cannot be trained; "
