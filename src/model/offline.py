@@ -22,6 +22,7 @@ from src.utils.hub import hub_reachable
 
 log = logging.getLogger(__name__)
 MANIFEST = "conversion.json"  # the sha256 of every file the conversion wrote
+WHOLE: dict[Path, tuple[tuple[str, int, int], ...]] = {}  # folders hashed whole in this process
 
 
 def in_hub_cache(name: str) -> bool:
@@ -65,7 +66,9 @@ def file_digests(folder: Path) -> dict[str, str]:
 
 def damage(folder: Path) -> str | None:
     """What is wrong with a converted folder, or None when it is whole: every file the
-    conversion wrote is there with the content it had (its `MANIFEST`)."""
+    conversion wrote is there with the content it had (its `MANIFEST`). A folder found whole
+    is hashed again in this process only once one of its files changes (size or time), so
+    the heads of an evaluation do not each read the weights twice."""
     manifest = folder / MANIFEST
     if not manifest.is_file():
         return f"no {MANIFEST} (an older conversion, or one that was stopped)"
@@ -73,9 +76,24 @@ def damage(folder: Path) -> str | None:
         expected = json.loads(manifest.read_text())
     except json.JSONDecodeError:
         return f"{MANIFEST} is not JSON"
+    stamp = file_stamps(folder)
+    if WHOLE.get(folder) == stamp:
+        return None  # hashed in this process already, and no file changed since
     found = file_digests(folder)
     changed = sorted(name for name, digest in expected.items() if found.get(name) != digest)
-    return f"{', '.join(changed)} differ from the conversion" if changed else None
+    if changed:
+        return f"{', '.join(changed)} differ from the conversion"
+    WHOLE[folder] = stamp
+    return None
+
+
+def file_stamps(folder: Path) -> tuple[tuple[str, int, int], ...]:
+    """Every file's name, size and modification time: what a change to the folder changes."""
+    return tuple(
+        (path.name, path.stat().st_size, path.stat().st_mtime_ns)
+        for path in sorted(folder.iterdir())
+        if path.is_file()
+    )
 
 
 def convert_gguf(package: str, gguf_file: str, folder: str | Path) -> Path:

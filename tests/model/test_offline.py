@@ -46,7 +46,7 @@ def test_hub_name_offline_uses_the_packaged_fallback(monkeypatch, tmp_path):
     assert len(calls) == 1
 
 
-def test_a_converted_folder_knows_when_it_is_damaged(tmp_path):
+def test_a_converted_folder_knows_when_it_is_damaged(tmp_path, monkeypatch):
     folder = tmp_path / "m"
     folder.mkdir()
     (folder / "model.safetensors").write_bytes(b"weights" * 100)
@@ -54,6 +54,10 @@ def test_a_converted_folder_knows_when_it_is_damaged(tmp_path):
     assert "no conversion.json" in offline.damage(folder)
     (folder / offline.MANIFEST).write_text(json.dumps(offline.file_digests(folder)))
     assert offline.damage(folder) is None
+    digests = offline.file_digests
+    monkeypatch.setattr(offline, "file_digests", lambda _: pytest.fail("hashed twice"))
+    assert offline.damage(folder) is None  # nothing changed: not read again
+    monkeypatch.setattr(offline, "file_digests", digests)
     (folder / "model.safetensors").write_bytes(b"weights" * 50)  # truncated
     assert offline.damage(folder) == "model.safetensors differ from the conversion"
     (folder / "config.json").unlink()
