@@ -21,6 +21,9 @@ from src.utils.folders import check_writable, published_folder
 log = logging.getLogger(__name__)
 BACKENDS = ("bm25", "dense")
 MANIFEST = "index.json"  # written last into a cache folder; its presence means complete
+# What reading a damaged or half-written index raises: a file cut short (EOFError from numpy,
+# ValueError from json), missing (OSError), or holding the wrong shapes or keys
+DAMAGED_INDEX = (OSError, EOFError, ValueError, KeyError, IndexError, RuntimeError)
 
 
 class Retriever(Protocol):
@@ -127,10 +130,17 @@ class IndexedRetriever:
         name = "BM25" if self.backend == "bm25" else "dense"
         if folder is not None and (folder / MANIFEST).is_file():
             try:
+                manifest = json.loads((folder / MANIFEST).read_text())
+                if manifest.get("documents") != len(documents):
+                    raise ValueError(f"{MANIFEST} is not this corpus's")
                 self.index.load(folder, documents)
-            except (OSError, ValueError, RuntimeError) as error:
+            except DAMAGED_INDEX as error:
                 log.warning(
-                    "Cached %s index at %s is unusable (%s); rebuilding", name, folder, error
+                    "Cached %s index at %s is unusable (%s: %s); rebuilding",
+                    name,
+                    folder,
+                    type(error).__name__,
+                    error,
                 )
             else:
                 log.info(

@@ -10,9 +10,11 @@ key means is said beside it in its `conf/<group>/*.yaml`.
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass
 from typing import Any
 
+from lightning.pytorch.strategies import StrategyRegistry
 from omegaconf import DictConfig, OmegaConf
 
 from src.model.causal_lm import DTYPES
@@ -22,15 +24,17 @@ from src.retrieval.retriever import BACKENDS
 from src.reward.combine import ON_ERROR
 from src.utils.errors import ConfigError
 
-KINDS = ("int", "float", "bool", "str")
+KINDS = ("int", "float", "bool", "str", "indices", "config")
+INDEX_TEXT = re.compile(r"\s*\d+\s*(,\s*\d+\s*)*,?\s*")  # "0,1" or "0,": device indices
 MISSING = object()
 
 
 @dataclass(frozen=True)
 class Setting:
-    """What one key may hold: a `kind` (`int`, `float`, `bool` or `str`), an inclusive range
-    (`low`, `high`; `above` makes `low` exclusive, `below` makes `high` exclusive), a set of `choices`, and whether null is
-    allowed."""
+    """What one key may hold: a `kind` (`int`, `float`, `bool`, `str`; `indices`, device
+    indices as a list or as text with commas; `config`, an object's config with `_target_`),
+    an inclusive range (`low`, `high`; `above` makes `low` exclusive, `below` makes `high`
+    exclusive), a set of `choices`, and whether null is allowed."""
 
     kind: str
     low: float | None = None
@@ -51,6 +55,8 @@ class Setting:
                 "float": "a number",
                 "bool": "true or false",
                 "str": "a text",
+                "indices": "device indices (a list, or text such as 0,1)",
+                "config": "a config with _target_",
             }[self.kind]
             if self.low is not None and self.high is not None:
                 words += (
@@ -73,6 +79,15 @@ class Setting:
             return isinstance(value, bool)
         if self.kind == "str":
             return isinstance(value, str) and (self.blank or bool(value.strip()))
+        if self.kind == "indices":
+            if isinstance(value, list | tuple):
+                return bool(value) and all(
+                    isinstance(index, int) and not isinstance(index, bool) and index >= 0
+                    for index in value
+                )
+            return isinstance(value, str) and "," in value and bool(INDEX_TEXT.fullmatch(value))
+        if self.kind == "config":
+            return isinstance(value, dict) and bool(value.get("_target_"))
         if isinstance(value, bool) or not isinstance(value, int | float):
             return False
         if self.kind == "int" and not isinstance(value, int):
@@ -82,6 +97,24 @@ class Setting:
         if self.low is not None and (value <= self.low if self.above else value < self.low):
             return False
         return self.high is None or (value < self.high if self.below else value <= self.high)
+
+
+@dataclass(frozen=True)
+class AnyOf:
+    """A key that may hold any of several settings' values (`trainer.devices`: a count, -1,
+    "auto" or device indices); `words` says it in short where the options' own words are
+    long."""
+
+    options: tuple[Setting, ...]
+    words: str | None = None
+    kind: str = "any"
+    choices: tuple[Any, ...] | None = None
+
+    def allowed(self) -> str:
+        return self.words or " or ".join(option.allowed() for option in self.options)
+
+    def accepts(self, value: Any) -> bool:
+        return any(option.accepts(value) for option in self.options)
 
 
 def whole(low: float | None = None, **more: Any) -> Setting:
@@ -100,9 +133,16 @@ FLAG = Setting("bool")
 TEXT = Setting("str")
 OPTIONAL_TEXT = Setting("str", nullable=True)
 ANY_TEXT = Setting("str", blank=True)  # a template part or prefix that may be empty
+DEVICES = AnyOf((whole(1), choice(-1, "auto"), Setting("indices")))
+STRATEGY_NAMES = ("auto", *sorted(StrategyRegistry.available_strategies()))
+STRATEGY = AnyOf(
+    (choice(*STRATEGY_NAMES), Setting("config")),
+    words="auto, a Lightning strategy name (ddp, fsdp, ddp_spawn, deepspeed, ...) or a "
+    "strategy config with _target_",
+)
 
 # key -> what it may hold; the meaning of each is in its config's comment
-SETTINGS: dict[str, Setting] = {
+SETTINGS: dict[str, Setting | AnyOf] = {
     # the run
     "seed": whole(),
     "dry_run": FLAG,
@@ -125,6 +165,8 @@ SETTINGS: dict[str, Setting] = {
     "trainer.log_every_n_steps": whole(1),
     "trainer.num_sanity_val_steps": whole(0),
     "trainer.accelerator": choice("cpu", "gpu", "cuda", "auto"),
+    "trainer.devices": DEVICES,
+    "trainer.strategy": STRATEGY,
     "trainer.precision": TEXT,
     "trainer.deterministic": FLAG,
     "trainer.enable_model_summary": FLAG,
@@ -235,6 +277,8 @@ SETTINGS: dict[str, Setting] = {
     "logger.mlflow.log_model": FLAG,
     "trainer.max_epochs": whole(-1),
     "trainer.check_val_every_n_epoch": whole(1, nullable=True),
+    # where the run writes (a value resolved only inside a Hydra job, run_dir's, is not checked)
+    "paths.*": TEXT,
 }
 
 
@@ -273,7 +317,9 @@ def keys_matching(cfg: DictConfig, pattern: str) -> list[str]:
     ]
 
 
-def setting_of(key: str, settings: dict[str, Setting] | None = None) -> Setting | None:
+def setting_of(
+    key: str, settings: dict[str, Setting | AnyOf] | None = None
+) -> Setting | AnyOf | None:
     """The declared setting a key falls under, or None when it has none."""
     settings = settings or SETTINGS
     if key in settings:
@@ -290,7 +336,7 @@ def setting_of(key: str, settings: dict[str, Setting] | None = None) -> Setting 
     return None
 
 
-def check_schema(cfg: DictConfig, settings: dict[str, Setting] | None = None) -> None:
+def check_schema(cfg: DictConfig, settings: dict[str, Setting | AnyOf] | None = None) -> None:
     """Raise `ConfigError` for the first key whose value `SETTINGS` does not allow."""
     for pattern, setting in (settings or SETTINGS).items():
         for key in keys_matching(cfg, pattern):

@@ -96,6 +96,42 @@ def test_a_cache_folder_without_its_manifest_is_rebuilt(tmp_path):
     assert not list(cache.glob("*.partial-*"))
 
 
+def index_files(tmp_path: Path) -> list[str]:
+    """The names of the files a cached BM25 index of `ROWS` is made of."""
+    built = retriever(corpus(tmp_path / "probe"), tmp_path / "probe-cache")
+    built.search(["cholera"])
+    folder = built.cache_folder()
+    assert folder is not None
+    return sorted(path.name for path in folder.iterdir())
+
+
+@pytest.mark.parametrize("damage", ["half", "empty"])
+def test_every_file_of_a_damaged_index_heals_to_the_same_hits(tmp_path, caplog, damage):
+    path, cache = corpus(tmp_path / "c"), tmp_path / "cache"
+    queries = ["what causes cholera", "soil wound", "spores"]
+    clean = retriever(path, cache)
+    expected = [[(hit.document.id, hit.score) for hit in hits] for hits in clean.search(queries)]
+    folder = clean.cache_folder()
+    assert folder is not None
+    names = index_files(tmp_path)
+    assert len(names) >= 3  # the manifest, the ids and bm25s's own files
+    for name in names:
+        data = (folder / name).read_bytes()
+        (folder / name).write_bytes(data[: len(data) // 2] if damage == "half" else b"")
+        caplog.clear()
+        with caplog.at_level(logging.WARNING):
+            again = retriever(path, cache)
+            found = [
+                [(hit.document.id, hit.score) for hit in hits] for hits in again.search(queries)
+            ]
+        assert found == expected, name
+        assert "is unusable" in caplog.text, name
+        assert again.builds == 1, name
+        healed = retriever(path, cache)
+        healed.search(queries)
+        assert healed.builds == 0, name  # the rebuilt folder is whole again
+
+
 def test_without_a_cache_dir_the_index_lives_in_memory(tmp_path):
     found = IndexedRetriever(corpus=corpus(tmp_path), cache_dir=None).search(["anthrax"], k=1)
     assert found[0][0].document.id == "anthrax"

@@ -34,23 +34,37 @@ def test_a_refusal_names_the_key_the_value_and_what_is_allowed(tmp_path):
         [f"paths.output_root={tmp_path}", f"paths.run_dir={tmp_path / 'run'}"]
     )
     raw = OmegaConf.to_container(cfg, resolve=False)
-    cases = {
-        ("data.batch_size", "abc"): "data.batch_size must be a whole number >= 1, got 'abc'",
-        (
-            "trainer.max_steps",
-            1.5,
-        ): "trainer.max_steps must be a whole number >= 1 or null, got 1.5",
-        ("rollout.top_p", 0): "rollout.top_p must be a number in (0, 1], got 0",
-        ("model.dtype", "float64"): "model.dtype must be one of float32, bfloat16, float16",
-        ("eval.split", "test"): "eval.split must be one of validation, train, got 'test'",
-        ("data.max_val_rows", 0): "data.max_val_rows must be a whole number >= 1 or null, got 0",
-        ("dry_run", "yes"): "dry_run must be true or false, got 'yes'",
-    }
-    for (key, value), message in cases.items():
+    cases = [  # key, value, what the one line says
+        ("data.batch_size", "abc", "data.batch_size must be a whole number >= 1, got 'abc'"),
+        ("trainer.max_steps", 1.5, "trainer.max_steps must be a whole number >= 1 or null, got 1.5"),
+        ("rollout.top_p", 0, "rollout.top_p must be a number in (0, 1], got 0"),
+        ("model.dtype", "float64", "model.dtype must be one of float32, bfloat16, float16"),
+        ("eval.split", "test", "eval.split must be one of validation, train, got 'test'"),
+        ("data.max_val_rows", 0, "data.max_val_rows must be a whole number >= 1 or null, got 0"),
+        ("dry_run", "yes", "dry_run must be true or false, got 'yes'"),
+        ("trainer.devices", 0, "trainer.devices must be a whole number >= 1 or one of -1, auto"),
+        ("trainer.devices", "abc", "or device indices (a list, or text such as 0,1), got 'abc'"),
+        ("trainer.devices", [0, -1], "trainer.devices must be"),
+        ("trainer.strategy", "dpp", "trainer.strategy must be auto, a Lightning strategy name"),
+        ("trainer.strategy", {"sharding": 1}, "or a strategy config with _target_"),
+        ("paths.output_root", "", "paths.output_root must be a text, got ''"),
+    ]  # fmt: skip
+    for key, value, message in cases:
         cfg = OmegaConf.create(raw)
         OmegaConf.update(cfg, key, value, merge=False)
         with pytest.raises(UserError) as caught:
             check_settings(cfg)
         assert message in str(caught.value)
-    for key, value in (("data.max_val_rows", None), ("rollout.top_p", 1), ("seed", 7)):
+    for key, value in (
+        ("data.max_val_rows", None),
+        ("rollout.top_p", 1),
+        ("seed", 7),
+        ("trainer.devices", -1),
+        ("trainer.devices", "auto"),
+        ("trainer.devices", 2),
+        ("trainer.devices", [0, 1]),
+        ("trainer.devices", "0,1"),
+        ("trainer.strategy", "ddp_spawn"),
+        ("trainer.strategy", {"_target_": "lightning.pytorch.strategies.DDPStrategy"}),
+    ):
         assert verdict(raw, key, value) == "accepted"
