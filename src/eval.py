@@ -102,11 +102,9 @@ def evaluate(
 ) -> dict[str, dict[str, float]]:
     """Score each head on the configured split; return {head: {metric: mean}}."""
     eval_cfg = cfg.eval
-    if eval_cfg.split not in ("validation", "train"):
-        raise ConfigError(f"eval.split must be validation or train, got {eval_cfg.split!r}")
     parts = build_run_parts(cfg)  # bad data fails here, before any model loads
     datamodule, loggers = parts.datamodule, parts.loggers
-    rows = datamodule.val_rows if eval_cfg.split == "validation" else datamodule.train_rows
+    rows = datamodule.split_rows(eval_cfg.split)
     rows = rows[: eval_cfg.max_rows] if eval_cfg.max_rows else rows
     heads = list(heads or eval_cfg.heads)
     folders = head_folders(eval_cfg, heads)

@@ -17,6 +17,7 @@ from src.utils.distributed import rank, world_size
 from src.utils.errors import ConfigError
 
 log = logging.getLogger(__name__)
+SPLITS = ("validation", "train")  # what `split_rows` (and `eval.split`) can name
 
 
 def keep_rows(batch: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -263,6 +264,12 @@ class PromptDataModule(L.LightningDataModule):
         if unscorable:
             self.report["unscorable"] = unscorable
             self.report.update(train_rows=len(self.train_rows), val_rows=len(self.val_rows))
+
+    def split_rows(self, split: str) -> list[dict[str, Any]]:
+        """The rows of one of `SPLITS`: the held-out rows (`validation`) or the training rows."""
+        if split not in SPLITS:
+            raise ConfigError(f"eval.split must be one of {', '.join(SPLITS)}, got {split!r}")
+        return self.val_rows if split == "validation" else self.train_rows
 
     def setup(self, stage: str | None = None) -> None:
         self.prepare_rows()

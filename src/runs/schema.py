@@ -17,6 +17,7 @@ from typing import Any
 from lightning.pytorch.strategies import StrategyRegistry
 from omegaconf import DictConfig, OmegaConf
 
+from src.data.datamodule import SPLITS
 from src.model.causal_lm import DTYPES
 from src.policy.generator import CHAT_TEMPLATE_CHOICES
 from src.policy.rewriter import ANSWER_MODES, QUERY_SOURCES
@@ -262,7 +263,7 @@ SETTINGS: dict[str, Setting | AnyOf] = {
     "reward.functions.*.prompt_field": OPTIONAL_TEXT,
     "reward.functions.*.max_length": whole(1),
     # evaluation
-    "eval.split": choice("validation", "train"),
+    "eval.split": choice(*SPLITS),
     "eval.max_rows": whole(1, nullable=True),
     "eval.batch_size": whole(1),
     # tracking and checkpoints

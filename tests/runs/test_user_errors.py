@@ -148,3 +148,18 @@ def test_messages_without_a_command():
     assert closest_keys("algo.kl_bta", config) == ["algo.kl_beta"]
     assert closest_keys("algoo.kl_beta", config) == ["algo.kl_beta"]
     assert closest_keys("algo.kl_beta", config) == []
+
+
+def test_an_eval_head_named_with_a_wrong_folder_is_one_line(tmp_path):
+    """`python -m src.eval eval.adapters.grpo=WRONG/PATH`: exit status 1 and one line, not a
+    table without the head the user asked for."""
+    wrong = tmp_path / "runs" / "one" / "modle"
+    result = command(
+        "src.eval",
+        "task=medmcqa",
+        f"eval.adapters.grpo={wrong}",
+        f"paths.output_root={tmp_path}",
+        environment={"CI": "true", "HYDRA_FULL_ERROR": None},
+    )
+    line = error_line(result)
+    assert line.startswith(f"error: eval.adapters.grpo: no saved model at {wrong}")
