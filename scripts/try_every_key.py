@@ -25,7 +25,7 @@ from src.utils.errors import UserError  # noqa: E402
 
 TASKS = sorted(path.stem for path in (ROOT / "conf" / "task").glob("*.yaml"))
 BAD_VALUES = ["abc", 1.5, -1, "", None]
-SKIPPED_GROUPS = ("paths", "hydra", "stages", "pipeline")  # where the run writes; not settings
+SKIPPED_GROUPS = ("hydra", "stages", "pipeline")  # Hydra's own, and the stages a pipeline runs
 
 
 def leaves(node: DictConfig, prefix: str = "") -> list[str]:

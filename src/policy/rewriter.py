@@ -64,9 +64,10 @@ class Rewriter(Generator):
         query_source: str = "rewriter",
         frozen_batch_size: int = 16,
         plan_prefix: str = "",
+        sft_target: str = "",
         **generator: Any,
     ) -> None:
-        super().__init__(**generator)
+        super().__init__(sft_target=sft_target, **generator)  # no answer to teach as a query
         if answer_mode not in ANSWER_MODES:
             raise ConfigError(
                 f"policy.answer_mode must be one of {ANSWER_MODES}, got {answer_mode!r}"
@@ -157,11 +158,15 @@ class Rewriter(Generator):
         return text + self.plan_prefix
 
     def sft_targets(self, rows: list[dict[str, Any]]) -> list[str]:
-        """There are no gold queries to teach."""
-        raise ConfigError(
-            "policy=rewriter has no supervised targets (there are no gold queries); "
-            "set sft.enabled=false"
-        )
+        """The query a warm start teaches, `policy.sft_target` over the row's fields (there
+        are no gold queries: `" {question}"` teaches the question itself as the query, a
+        start as good as the question alone that GRPO then rewrites)."""
+        if not self.sft_target.strip():
+            raise ConfigError(
+                "policy=rewriter has no gold queries to teach: set policy.sft_target (for "
+                "example ' {question}', the question as the query) or sft.enabled=false"
+            )
+        return super().sft_targets(rows)
 
     # ----------------------------------------------------------------------------- outcomes
     def outcomes(

@@ -209,10 +209,10 @@ def check_role_settings(cfg: DictConfig) -> None:
             "policy=rewriter trains a LoRA adapter whose base model (adapter off) is the frozen "
             "planner and generator, but model.lora is null; add hardware=lora (or set model.lora)"
         )
-    if (cfg.get("sft") or {}).get("enabled"):
+    if (cfg.get("sft") or {}).get("enabled") and not str(policy.get("sft_target") or "").strip():
         raise ConfigError(
-            "policy=rewriter has no supervised targets (there are no gold queries); "
-            "set sft.enabled=false"
+            "policy=rewriter has no gold queries to teach: set policy.sft_target (for example "
+            "' {question}', the question as the query) or sft.enabled=false"
         )
 
 

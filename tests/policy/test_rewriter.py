@@ -24,6 +24,7 @@ from src.retrieval.hit import Hit
 from src.reward.combine import CombinedReward
 from src.rollout.hf import HFSampler
 from src.rollout.rollout import Rollout
+from src.utils.errors import ConfigError
 from tests.helpers.models import lora_lm as moved_lora_lm
 
 DOCS = [
@@ -368,3 +369,12 @@ def documents_text_of(role, detail):
 
     by_id = {doc.id: doc for doc in DOCS}
     return documents_text([Hit(by_id[i], 1.0) for i in detail["documents"]], role.document_template)
+
+
+def test_a_warm_start_teaches_the_query_its_target_names(tmp_path):
+    with pytest.raises(ConfigError, match=r"policy.sft_target \(for example ' \{question\}'"):
+        make_rewriter(tmp_path).sft_targets(rows())  # no target: there are no gold queries
+    taught = make_rewriter(tmp_path, sft_target=" {question}").sft_targets(rows())
+    assert taught == [" Anthrax is caused by?", " Cholera is caused by?"]
+    with pytest.raises(ConfigError, match="sft_target"):
+        make_rewriter(tmp_path, sft_target="{gold_query}").sft_targets(rows())
