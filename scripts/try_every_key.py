@@ -18,7 +18,7 @@ from omegaconf import DictConfig, OmegaConf
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from src.runs.schema import SETTINGS  # noqa: E402
+from src.runs.schema import setting_of  # noqa: E402
 from src.runs.settings import check_settings  # noqa: E402
 from src.utils.compose import compose_train_config  # noqa: E402
 from src.utils.errors import UserError  # noqa: E402
@@ -78,7 +78,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as folder:
         for task in TASKS:
             found = trials(task_config(task, Path(folder)))
-            typed = sum(key in SETTINGS or key.startswith("algo.") for key in found)
+            typed = sum(setting_of(key) is not None or key.startswith("algo.") for key in found)
             accepted = sum(counts["accepted"] for counts in found.values())
             refused = sum(counts["refused"] for counts in found.values())
             print(
