@@ -40,7 +40,7 @@ fi
 # 3. The sampler contract (vLLM's case skips itself without vLLM), then every test marked for a GPU.
 "$PYTHON" -m pytest -p no:cacheprovider -ra tests/rollout/test_sampler_contract.py
 #    (only the files that hold GPU marks: the others may need dev packages a GPU image lacks)
-mapfile -t gpu_tests < <(grep -rlE "mark\.gpu|marks=pytest\.mark\.gpu" tests --include='test_*.py')
+mapfile -t gpu_tests < <(grep -rl "mark\.gpu" tests --include='test_*.py')
 "$PYTHON" -m pytest -p no:cacheprovider -ra -m gpu "${gpu_tests[@]}"
 
 # 4. Rollout throughput: completion tokens per second of each backend on the same prompts.

@@ -30,6 +30,10 @@ from src.utils.timing import phase
 log = logging.getLogger(__name__)
 LETTERS = "ABCD"
 QUERY_SOURCES = ("rewriter", "question", "expanded")
+NO_SFT_TARGET = (  # a warm start asked for with nothing to teach
+    "policy=rewriter has no gold queries to teach: set policy.sft_target (for example "
+    "' {question}', the question as the query) or sft.enabled=false"
+)
 ANSWER_MODES = ("likelihood", "generate")
 
 
@@ -162,10 +166,7 @@ class Rewriter(Generator):
         are no gold queries: `" {question}"` teaches the question itself as the query, a
         start as good as the question alone that GRPO then rewrites)."""
         if not self.sft_target.strip():
-            raise ConfigError(
-                "policy=rewriter has no gold queries to teach: set policy.sft_target (for "
-                "example ' {question}', the question as the query) or sft.enabled=false"
-            )
+            raise ConfigError(NO_SFT_TARGET)
         return super().sft_targets(rows)
 
     # ----------------------------------------------------------------------------- outcomes

@@ -25,7 +25,6 @@ from src.retrieval.retriever import BACKENDS
 from src.reward.combine import ON_ERROR
 from src.utils.errors import ConfigError
 
-KINDS = ("int", "float", "bool", "str", "indices", "config")
 INDEX_TEXT = re.compile(r"\s*\d+\s*(,\s*\d+\s*)*,?\s*")  # "0,1" or "0,": device indices
 MISSING = object()
 

@@ -12,6 +12,7 @@ import torch
 from omegaconf import DictConfig
 
 from src.grpo.settings import AlgoSettings
+from src.policy.rewriter import NO_SFT_TARGET
 from src.runs.schema import check_schema
 from src.utils.config import plain
 from src.utils.errors import ConfigError, MissingFileError
@@ -210,10 +211,7 @@ def check_role_settings(cfg: DictConfig) -> None:
             "planner and generator, but model.lora is null; add hardware=lora (or set model.lora)"
         )
     if (cfg.get("sft") or {}).get("enabled") and not str(policy.get("sft_target") or "").strip():
-        raise ConfigError(
-            "policy=rewriter has no gold queries to teach: set policy.sft_target (for example "
-            "' {question}', the question as the query) or sft.enabled=false"
-        )
+        raise ConfigError(NO_SFT_TARGET)
 
 
 def check_trainer_settings(cfg: DictConfig) -> None:
