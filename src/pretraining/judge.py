@@ -1,13 +1,15 @@
 """Training the judge of `task=char_diffusion`: tell real windows from corrupted ones.
 
-Corrupted windows come in three kinds, drawn afresh every step: masked spans filled by the
-pretrained generator (`generated`), by the generator partly trained (`early`), and windows
-with a few characters swapped for random ones (`swapped`). The generators fill at a
+Corrupted windows come in kinds, drawn afresh every step: masked spans filled by the
+pretrained generator (`generated`), by the generator partly trained (`early`), windows with a
+few characters swapped for random ones (`swapped`), and, in the adversarial rounds
+(src/runs/rounds.py), spans filled by the GRPO policies of every earlier round (`replay`, one
+policy drawn per batch, so no round's tricks are forgotten). The generators fill at a
 temperature drawn per batch from `temperatures` (0: greedy), so the judge also knows the
-degenerate fills of a sharpened generator (runs of spaces or of one letter), the first thing
-GRPO against a judge that never saw them learns to write. Half of every batch is real. Held-out windows report the judge's accuracy on each kind
-(`judge/val_accuracy_<kind>`, threshold 0.5) and its mean score of real and generated ones.
-"""
+degenerate fills of a sharpened generator (runs of spaces or of one letter). Half of every
+batch is real. Held-out windows report the judge's accuracy on each kind
+(`judge/val_accuracy_<kind>`, threshold 0.5) and its mean score of each kind
+(`judge/val_score_<kind>`). A later round's judge continues the one before (`init`)."""
 
 from __future__ import annotations
 
@@ -25,7 +27,7 @@ from torch import Tensor
 from src.data.char_windows import CharWindowDataModule
 from src.model.char_diffusion import CharDiffusionNetwork, load_char_diffusion
 from src.model.char_encoder import ALPHABET
-from src.model.char_judge import CharJudge
+from src.model.char_judge import CharJudge, load_char_judge
 from src.policy.infill import Infill
 from src.pretraining.fit import fit_stage, warmup_cosine
 from src.pretraining.masked_lm import EARLY
@@ -34,60 +36,100 @@ from src.utils.config import build
 from src.utils.errors import ConfigError
 
 log = logging.getLogger(__name__)
-KINDS = ("generated", "early", "swapped")
+KINDS = ("generated", "early", "swapped", "replay")
 
 
 class Corruptor:
-    """Makes corrupted versions of windows, of the kinds in `weights` (kind -> share)."""
+    """Makes corrupted versions of windows, of the kinds in `weights` (kind -> share); a
+    generated kind fills with one of its `generators`, drawn per batch."""
 
     def __init__(
         self,
-        generators: dict[str, CharDiffusionNetwork],
+        generators: dict[str, list[CharDiffusionNetwork]],
         temperatures: list[float],
         top_p: float,
         remask: Callable[[dict[str, Any], random.Random], dict[str, Any]],
         mask_char: str,
         weights: dict[str, float],
         max_swaps: int,
+        replay_temperatures: list[float] | None = None,
+        worse_only: bool = False,
     ) -> None:
-        if not temperatures or min(temperatures) < 0:
-            raise ConfigError(
-                f"stages.judge.train.temperatures must be a non-empty list of numbers >= 0 "
-                f"(0: greedy), got {temperatures}"
-            )
+        for name, values in (
+            ("stages.judge.train.temperatures", temperatures),
+            ("rounds.replay_temperatures", replay_temperatures),
+        ):
+            if values is not None and (not values or min(values) < 0):
+                raise ConfigError(
+                    f"{name} must be a non-empty list of numbers >= 0 (0: greedy), got {values}"
+                )
         self.generators = generators
-        self.temperatures = list(temperatures)
+        self.temperatures = {kind: list(temperatures) for kind in generators}
+        if replay_temperatures is not None:
+            self.temperatures["replay"] = list(replay_temperatures)
         self.top_p = top_p
         self.remask = remask
         self.infill = Infill(mask_char)
         self.weights = {kind: share for kind, share in weights.items() if share > 0}
         self.max_swaps = max_swaps
+        self.worse_only = worse_only
 
     def corrupt(self, rows: list[dict[str, Any]], rng: random.Random) -> list[str]:
         """One corrupted window per row, each of a kind drawn by `weights`."""
+        return self.corrupt_weighted(rows, rng)[0]
+
+    def corrupt_weighted(
+        self, rows: list[dict[str, Any]], rng: random.Random
+    ) -> tuple[list[str], list[float]]:
+        """One corrupted window per row, each of a kind drawn by `weights`, and each one's
+        weight as a negative (`made`)."""
         kinds = rng.choices(list(self.weights), list(self.weights.values()), k=len(rows))
-        texts = [""] * len(rows)
+        texts, weights = [""] * len(rows), [1.0] * len(rows)
         for kind in self.weights:
             chosen = [i for i, k in enumerate(kinds) if k == kind]
             if chosen:
-                made = self.make(kind, [rows[i] for i in chosen], rng)
-                for i, text in zip(chosen, made, strict=True):
-                    texts[i] = text
-        return texts
+                made, counted = self.made(kind, [rows[i] for i in chosen], rng)
+                for i, text, weight in zip(chosen, made, counted, strict=True):
+                    texts[i], weights[i] = text, weight
+        return texts, weights
 
     def make(self, kind: str, rows: list[dict[str, Any]], rng: random.Random) -> list[str]:
         """Windows of one kind of corruption, made from `rows`."""
+        return self.made(kind, rows, rng)[0]
+
+    def made(
+        self, kind: str, rows: list[dict[str, Any]], rng: random.Random
+    ) -> tuple[list[str], list[float]]:
+        """Windows of one kind of corruption, made from `rows`, and each one's weight as a
+        negative: 1, but with `worse_only` a fill counts (1) only when it restores fewer of
+        the masked characters than the pretrained generator's greedy fill of the same masked
+        window does, else 0: the judge learns "worse than the generator", so a policy is not
+        marked down for fills as good as the generator's or better."""
         if kind == "swapped":
-            return [swapped(row["text"], rng.randint(1, self.max_swaps), rng) for row in rows]
+            texts = [swapped(row["text"], rng.randint(1, self.max_swaps), rng) for row in rows]
+            return texts, [1.0] * len(texts)
         masked = [self.remask(row, rng) for row in rows]
-        temperature = rng.choice(self.temperatures)
+        temperature = rng.choice(self.temperatures[kind])
         sampler = CharDiffusionSampler(len(rows[0]["text"]), temperature or 1.0, self.top_p)
         prompts = [row["masked"] for row in masked]
-        rollout = sampler.sample(self.generators[kind], prompts, 1, greedy=temperature == 0)
-        return [
-            self.infill.filled(row["masked"], fill)
-            for row, fill in zip(masked, rollout.completions, strict=True)
+        generator = rng.choice(self.generators[kind])
+        fills = sampler.sample(generator, prompts, 1, greedy=temperature == 0).completions
+        texts = [
+            self.infill.filled(row["masked"], fill) for row, fill in zip(masked, fills, strict=True)
         ]
+        if not self.worse_only:
+            return texts, [1.0] * len(texts)
+        best = sampler.sample(self.generators["generated"][0], prompts, 1, greedy=True).completions
+        weights = [
+            float(restored(fill, row["answer"]) < restored(reference, row["answer"]))
+            for fill, reference, row in zip(fills, best, masked, strict=True)
+        ]
+        return texts, weights
+
+
+def restored(fill: str, original: str) -> int:
+    """How many characters of `fill` equal `original`'s at the same place."""
+    return sum(a == b for a, b in zip(fill, original, strict=False))
 
 
 def swapped(text: str, count: int, rng: random.Random) -> str:
@@ -109,8 +151,10 @@ class JudgeModule(L.LightningModule):
         max_steps: int,
         warmup_steps: int,
         seed: int,
+        name: str = "judge",
     ) -> None:
         super().__init__()
+        self.name = name  # metric names: <name>/loss, <name>/val_accuracy_<kind>, ...
         self.judge = judge
         self.corruptor = corruptor
         self.optimizer_factory = optimizer
@@ -125,18 +169,23 @@ class JudgeModule(L.LightningModule):
         return warmup_cosine(self.optimizer_factory, parameters, self.warmup_steps, self.max_steps)
 
     def training_step(self, batch: list[dict[str, Any]], batch_idx: int) -> Tensor:
-        rng = random.Random(f"{self.seed}:judge:{self.global_step}")
-        texts = [row["text"] for row in batch] + self.corruptor.corrupt(batch, rng)
+        rng = random.Random(f"{self.seed}:{self.name}:{self.global_step}")
+        corrupted, counted = self.corruptor.corrupt_weighted(batch, rng)
+        texts = [row["text"] for row in batch] + corrupted
         labels = torch.tensor([1.0] * len(batch) + [0.0] * len(batch), device=self.device)
+        weights = torch.tensor([1.0] * len(batch) + counted, device=self.device)
         logits = self.judge(self.judge.encode(texts))
-        loss = torch.nn.functional.binary_cross_entropy_with_logits(logits, labels)
-        accuracy = ((logits > 0).float() == labels).float().mean()
-        self.log("judge/loss", loss, prog_bar=True)
-        self.log("judge/accuracy", accuracy)
+        losses = torch.nn.functional.binary_cross_entropy_with_logits(
+            logits, labels, reduction="none"
+        )
+        loss = (losses * weights).sum() / weights.sum()
+        accuracy = (((logits > 0).float() == labels).float() * weights).sum() / weights.sum()
+        self.log(f"{self.name}/loss", loss, prog_bar=True)
+        self.log(f"{self.name}/accuracy", accuracy)
         return loss
 
     def validation_step(self, batch: list[dict[str, Any]], batch_idx: int) -> None:
-        rng = random.Random(f"{self.seed}:judge-val:{batch_idx}")
+        rng = random.Random(f"{self.seed}:{self.name}-val:{batch_idx}")
         scored = {"real": [row["text"] for row in batch]}
         for kind in self.corruptor.weights:
             scored[kind] = self.corruptor.make(kind, batch, rng)
@@ -150,8 +199,8 @@ class JudgeModule(L.LightningModule):
         results = {}
         for kind, values in scores.items():
             right = [v > 0.5 if kind == "real" else v <= 0.5 for v in values]
-            results[f"judge/val_accuracy_{kind}"] = sum(right) / len(right)
-            results[f"judge/val_score_{kind}"] = sum(values) / len(values)
+            results[f"{self.name}/val_accuracy_{kind}"] = sum(right) / len(right)
+            results[f"{self.name}/val_score_{kind}"] = sum(values) / len(values)
         self.last_val = results
         self.log_dict(results)
 
@@ -172,26 +221,40 @@ def train_judge(
     optimizer: Callable[..., torch.optim.Optimizer],
     warmup_steps: int,
     eval_every_n_steps: int,
+    replay: list[str] | None = None,
+    init: str | None = None,
+    name: str = "judge",
+    replay_temperatures: list[float] | None = None,
+    worse_only: bool = False,
 ) -> dict[str, Any]:
-    """Train a judge (`model`: its architecture) against the generator of
-    `cfg.generator_checkpoint` and its early snapshot; save it into `folder`. `untrained`
-    saves it as initialised (a dry run). Returns what the stage did."""
+    """Train a judge (`model`: its architecture, or `init`'s judge continued) against the
+    generator of `cfg.generator_checkpoint`, its early snapshot and the generators saved in
+    the `replay` folders (at `replay_temperatures`, or `temperatures` when None); save it
+    into `folder`; with `worse_only`, a generated negative counts only when it restores fewer
+    masked characters than the pretrained generator's greedy fill (`Corruptor.made`). `untrained` saves it as initialised (a dry
+    run). Metrics are named `<name>/...`. Returns what the stage did."""
+    replay = list(replay or [])
+    negatives = {kind: share for kind, share in negatives.items() if kind != "replay" or replay}
     unknown = set(negatives) - set(KINDS)
     if unknown or not any(share > 0 for share in negatives.values()):
-        raise ValueError(f"negatives must give positive shares to some of {KINDS}, got {negatives}")
+        raise ConfigError(
+            f"stages.judge.train.negatives must give positive shares to some of {KINDS}, "
+            f"got {negatives}"
+        )
     torch.manual_seed(cfg.seed)
-    judge = CharJudge(max_length=datamodule.window, **model)
+    judge = load_char_judge(init).train().requires_grad_(True) if init else None
+    judge = judge or CharJudge(max_length=datamodule.window, **model)
     if untrained:
         judge.save(folder)
         return {"steps": 0, "untrained": True}
     generator_folder = Path(str(cfg.generator_checkpoint))
-    generators = {"generated": build(cfg.model).eval().requires_grad_(False)}
+    pretrained = build(cfg.model).eval().requires_grad_(False)
     early = generator_folder / EARLY
-    generators["early"] = (
-        load_char_diffusion(str(early)).eval().requires_grad_(False)
-        if early.is_dir()
-        else generators["generated"]
-    )
+    generators = {
+        "generated": [pretrained],
+        "early": [frozen_generator(early) if early.is_dir() else pretrained],
+        "replay": [frozen_generator(Path(policy)) for policy in replay],
+    }
     corruptor = Corruptor(
         generators,
         temperatures,
@@ -200,12 +263,19 @@ def train_judge(
         datamodule.mask_char,
         negatives,
         max_swaps,
+        replay_temperatures,
+        worse_only,
     )
-    module = JudgeModule(judge, corruptor, optimizer, max_steps, warmup_steps, cfg.seed)
-    log.info("Char judge: %d steps against %s", max_steps, generator_folder)
+    module = JudgeModule(judge, corruptor, optimizer, max_steps, warmup_steps, cfg.seed, name)
+    log.info(
+        "Char judge: %d steps against %s%s",
+        max_steps,
+        generator_folder,
+        f" and {len(replay)} earlier rounds' policies" if replay else "",
+    )
     steps = fit_stage(
         module,
-        "judge",
+        name,
         datamodule,
         loggers,
         cfg.trainer.accelerator,
@@ -216,3 +286,8 @@ def train_judge(
     )
     judge.save(folder)
     return {"steps": steps, **module.last_val}
+
+
+def frozen_generator(folder: Path) -> CharDiffusionNetwork:
+    """The generator saved in `folder`, frozen in eval mode, to fill negatives."""
+    return load_char_diffusion(str(folder)).eval().requires_grad_(False)

@@ -45,7 +45,7 @@ def resolve_stage_checkpoints(cfg: DictConfig) -> list[str]:
             check_given(str(given), key, stage.kind)
             notes.append(f"{name}: {given} (given by {key})")
             continue
-        folder = Path(stage.cache_dir) / f"{name}-{cache_key(cfg, name)}"
+        folder = stage_folder(cfg, name)
         if (folder / DONE).exists():
             notes.append(f"{name}: {folder} (cached)")
         elif cfg.get("dry_run"):
@@ -59,6 +59,11 @@ def resolve_stage_checkpoints(cfg: DictConfig) -> list[str]:
     for note in notes:
         log.info("Stage %s", note)
     return notes
+
+
+def stage_folder(cfg: DictConfig, name: str) -> Path:
+    """The cache folder of stage `name` under its settings (the earlier stages' folders set)."""
+    return Path(cfg.stages[name].cache_dir) / f"{name}-{cache_key(cfg, name)}"
 
 
 def check_given(folder: str, key: str, kind: str) -> None:

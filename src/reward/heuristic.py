@@ -429,6 +429,19 @@ class MathReward:
         raise NotImplementedError
 
 
+class StatedAnswer(MathReward):
+    """1 when the completion states a final answer (`has_final_answer`: `\\boxed{X}`, a line
+    `#### X`, or "answer" / "final answer" then "is", ":" or "="), else 0. Weighted 0 in
+    `reward=heuristic`: it reports the share of answers that arrive, and `structure` already
+    rewards them."""
+
+    reads_reference = False
+    reads_question = False
+
+    def score(self, text: str, reference: str, question: str, row: dict[str, Any]) -> float:
+        return float(has_final_answer(text))
+
+
 class LengthFit(MathReward):
     """Length appropriateness: the completion's word count against the reference's.
 

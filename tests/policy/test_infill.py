@@ -3,7 +3,7 @@ scores, with the share of characters restored as a detail."""
 
 from __future__ import annotations
 
-from src.policy.infill import Infill
+from src.policy.infill import Infill, degenerate_share
 
 ROW = {"masked": "the c█t s██ on", "text": "the cat sat on", "answer": "aat"}
 
@@ -21,3 +21,25 @@ def test_prompts_and_supervised_targets():
     assert role.prompts([ROW]) == ["the c█t s██ on"]
     assert role.sft_targets([ROW]) == ["aat"]
     assert role.prepare(None, [ROW]) == {}
+
+
+def test_a_span_is_degenerate_when_its_fill_makes_a_run_the_text_never_holds():
+    masked = "ab███cd e██ f"
+    assert degenerate_share(masked, "abxyzcd eon f", "█") == 0.0
+    assert degenerate_share(masked, "abeeecd eon f", "█") == 0.5  # three of one letter
+    assert degenerate_share(masked, "abxyzcd en  f", "█") == 0.5  # a space beside the text's
+    assert degenerate_share(masked, "abx  cd eon f", "█") == 0.5  # two spaces in a span
+    assert degenerate_share(masked, "aaaaacd e   f", "█") == 1.0
+    assert degenerate_share("abcdef", "abcdef", "█") == 0.0  # no spans
+
+
+def test_a_run_reaching_from_the_text_into_the_span_counts():
+    # "dear█████n thrush": the fill continues the e of the text into a run
+    assert degenerate_share("dea█████n", "deaeeeeen", "█") == 1.0
+    assert degenerate_share("de██ song", "deee song", "█") == 1.0
+
+
+def test_outcomes_carry_the_degenerate_share_beside_the_accuracy():
+    outcomes = Infill().outcomes(["aat", "   "], [ROW] * 2)
+    # "the c t s   on": the first span's space sits between letters, the second's run on
+    assert [d["degenerate_spans"] for d in outcomes.details] == [0.0, 0.5]

@@ -10,7 +10,7 @@ import torch
 
 from src.data.char_windows import CharWindowDataModule
 from src.model.char_diffusion import load_char_diffusion
-from src.pretraining.judge import Corruptor, swapped
+from src.pretraining.judge import Corruptor, restored, swapped
 from src.utils.errors import ConfigError
 
 
@@ -23,14 +23,21 @@ def data(tmp_path) -> CharWindowDataModule:
     return windows
 
 
-def corruptor(data, temperatures, weights) -> Corruptor:
-    torch.manual_seed(0)
-    generator = load_char_diffusion(None, max_length=24, hidden_size=32, num_layers=1, num_heads=2)
-    generators = {"generated": generator.eval(), "early": generator.eval()}
-    return Corruptor(generators, temperatures, 0.95, data.remasked, "█", weights, max_swaps=3)
+def generator(seed: int = 0):
+    torch.manual_seed(seed)
+    network = load_char_diffusion(None, max_length=24, hidden_size=32, num_layers=1, num_heads=2)
+    return network.eval()
 
 
-@pytest.mark.parametrize("kind", ["generated", "early", "swapped"])
+def corruptor(data, temperatures, weights, **more) -> Corruptor:
+    pretrained = generator()
+    generators = {"generated": [pretrained], "early": [pretrained], "replay": [generator(1)]}
+    return Corruptor(
+        generators, temperatures, 0.95, data.remasked, "█", weights, max_swaps=3, **more
+    )
+
+
+@pytest.mark.parametrize("kind", ["generated", "early", "swapped", "replay"])
 def test_each_kind_of_negative_is_a_changed_window_of_the_same_length(data, kind):
     rows = data.train_rows[:8]
     made = corruptor(data, [0.0, 1.0], {kind: 1.0}).corrupt(rows, random.Random(0))
@@ -50,3 +57,30 @@ def test_temperatures_must_be_a_list_of_non_negative_numbers(data):
         corruptor(data, [], {"generated": 1.0})
     with pytest.raises(ConfigError, match="stages.judge.train.temperatures"):
         corruptor(data, [-1.0], {"generated": 1.0})
+
+
+def test_replayed_policies_fill_at_their_own_temperatures(data):
+    rows = data.train_rows[:8]
+    greedy = corruptor(data, [1.0], {"replay": 1.0}, replay_temperatures=[0.0])
+    first = greedy.make("replay", rows, random.Random(0))
+    assert first == greedy.make("replay", rows, random.Random(0))
+    with pytest.raises(ConfigError, match="rounds.replay_temperatures"):
+        corruptor(data, [1.0], {"replay": 1.0}, replay_temperatures=[])
+
+
+def test_worse_only_counts_a_fill_only_below_the_generators_greedy_fill(data):
+    rows = data.train_rows[:16]
+    made = corruptor(data, [0.0], {"generated": 1.0}, worse_only=True)
+    texts, weights = made.corrupt_weighted(rows, random.Random(0))
+    assert weights == [0.0] * 16  # the greedy fill itself is no worse than itself
+    sampled = corruptor(data, [1.0], {"generated": 1.0}, worse_only=True)
+    assert set(sampled.corrupt_weighted(rows, random.Random(0))[1]) == {0.0, 1.0}
+    swaps = corruptor(data, [1.0], {"swapped": 1.0}, worse_only=True)
+    assert swaps.corrupt_weighted(rows, random.Random(0))[1] == [1.0] * 16  # always worse
+    plain = corruptor(data, [1.0], {"generated": 1.0})
+    assert plain.corrupt_weighted(rows, random.Random(0))[1] == [1.0] * 16
+
+
+def test_restored_counts_equal_characters_in_place():
+    assert restored("abc", "abd") == 2
+    assert restored("ab", "abc") == 2

@@ -1,0 +1,174 @@
+"""Adversarial rounds (`rounds.count`): a judge GRPO cannot game by the time GRPO trains against it.
+
+A policy trained by GRPO against a frozen judge finds the fills that judge scores high without
+them being text: fills it never saw as negatives (runs of one letter, of spaces). So the judge
+is trained in rounds. Round 1's judge is the judge stage's. In each later round r, GRPO trains
+a policy from the pretrained generator against judge r-1, exactly as the run's own GRPO will
+(the same algo, sampler, role and reward settings, `rounds.grpo_steps` steps), and judge r
+continues judge r-1 for `rounds.judge_steps` steps with the fills of every earlier round's
+policy among its negatives (`replay`, `rounds.replay_share` of them: a replay, so no round's
+trick is forgotten). The run's GRPO then trains against the last judge.
+
+Each round is cached like a stage, under `rounds.cache_dir`, in a folder named by the round's
+number and a hash of everything that shapes it (the stages' settings and folders, the algo,
+rollout and reward settings, the rounds' settings but their count), so `rounds.count=4` after
+`rounds.count=3` trains one more round only. A round's folder holds `policy/` and `judge/`.
+Each round's policy is scored greedily on the held-out windows by its own judge and logged as
+`round<r>/judge`, `round<r>/char_accuracy` and `round<r>/degenerate_spans`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import shutil
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import lightning as L
+from omegaconf import DictConfig, OmegaConf
+
+from src.model.char_encoder import char_model_kind
+from src.pretraining.stages import DONE, cache_key, stage_folder
+from src.runs.parts import RunParts
+from src.tracking.run_logger import mlflow_loggers
+from src.utils.config import build
+from src.utils.errors import ConfigError
+from src.utils.folders import published_folder
+from src.utils.progress import StepProgressBar
+
+log = logging.getLogger(__name__)
+POLICY, JUDGE = "policy", "judge"  # a round folder's subfolders
+
+
+def adversarial_rounds(cfg: DictConfig, parts: RunParts) -> RunParts:
+    """Run (or load from the cache) rounds 2..`rounds.count`; return `parts` with the reward
+    scoring by the last round's judge, and `cfg`'s judge key pointing at it. Without rounds,
+    in a dry run, or with a judge the user gave, `parts` as they are."""
+    rounds = cfg.get("rounds")
+    if not rounds or int(rounds.count) <= 1:
+        return parts
+    stages = cfg.get("stages") or {}
+    if rounds.stage not in stages:
+        raise ConfigError(
+            f"rounds.stage={rounds.stage!r} names no stage; the stages are {list(stages)}"
+        )
+    stage = stages[rounds.stage]
+    key = stage.checkpoint_key
+    if cfg.get("dry_run"):
+        log.info("Rounds: a dry run trains none (GRPO would face round %d's judge)", rounds.count)
+        return parts
+    if Path(str(cfg[key])) != stage_folder(cfg, rounds.stage):
+        log.info("Rounds: %s=%s was given, so it is the judge (no rounds)", key, cfg[key])
+        return parts
+    shaping = rounds_key(cfg, rounds.stage)
+    policies: list[str] = []
+    for number in range(2, int(rounds.count) + 1):
+        folder = Path(rounds.cache_dir) / f"round{number}-{round_hash(shaping, number)}"
+        if not (folder / DONE).exists():
+            shutil.rmtree(folder, ignore_errors=True)  # an interrupted attempt
+            with published_folder(folder) as partial:
+                summary = train_round(cfg, parts, number, policies, partial)
+                (partial / DONE).write_text(json.dumps(summary, indent=2, default=str))
+        summary = json.loads((folder / DONE).read_text())
+        record_round(parts.loggers, number, folder, summary)
+        policies.append(str(folder / POLICY))
+        cfg[key] = str(folder / JUDGE)
+    log.info("Rounds: GRPO trains against round %d's judge, %s", rounds.count, cfg[key])
+    return replace(parts, reward=build(cfg.reward))
+
+
+def rounds_key(cfg: DictConfig, stage: str) -> dict[str, Any]:
+    """What shapes every round, the number of rounds aside."""
+    rounds = OmegaConf.to_container(cfg.rounds, resolve=True)
+    rounds.pop("count", None)
+    rounds.pop("cache_dir", None)
+    return {
+        "stage": cache_key(cfg, stage),
+        "stage_folder": str(cfg[cfg.stages[stage].checkpoint_key]),
+        "algo": OmegaConf.to_container(cfg.algo, resolve=True),
+        "rollout": OmegaConf.to_container(cfg.rollout, resolve=True),
+        "reward": OmegaConf.to_container(cfg.reward, resolve=True),
+        "rounds": rounds,
+    }
+
+
+def round_hash(shaping: dict[str, Any], number: int) -> str:
+    text = json.dumps({**shaping, "round": number}, sort_keys=True, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:12]
+
+
+def train_round(
+    cfg: DictConfig, parts: RunParts, number: int, policies: list[str], folder: Path
+) -> dict[str, Any]:
+    """Round `number`: GRPO against the current judge (cfg's judge key) into `folder/policy`,
+    then the judge continued with every policy so far replayed, into `folder/judge`."""
+    rounds, stage = cfg.rounds, cfg.stages[cfg.rounds.stage]
+    judge = str(cfg[stage.checkpoint_key])
+    log.info("Round %d: GRPO for %d steps against %s", number, rounds.grpo_steps, judge)
+    results = train_policy(cfg, parts, number, folder / POLICY)
+    replay = [*policies, str(folder / POLICY)]
+    negatives = dict(OmegaConf.to_container(stage.train.negatives, resolve=True))
+    negatives.pop("replay", None)
+    share = float(rounds.replay_share)
+    negatives["replay"] = share / (1 - share) * sum(negatives.values())
+    trained = build(
+        stage.train,
+        max_steps=int(rounds.judge_steps),
+        negatives=negatives,
+        replay=replay,
+        init=judge,
+        name=f"round{number}_judge",
+        replay_temperatures=rounds.get("replay_temperatures"),
+    )(folder / JUDGE, cfg, parts.datamodule, parts.loggers, False)
+    return {"judge_trained_against": judge, "policy": results, "judge": trained}
+
+
+def train_policy(cfg: DictConfig, parts: RunParts, number: int, folder: Path) -> dict[str, float]:
+    """GRPO of the pretrained generator against the judge cfg names, `rounds.grpo_steps`
+    steps, with the run's algo, sampler and role; saved into `folder`. Returns the policy's
+    greedy held-out scores by that judge."""
+    lm = build(cfg.model)
+    module = build(
+        cfg.algo, lm=lm, sampler=parts.sampler, policy=parts.policy, reward=build(cfg.reward)
+    )
+    common = {
+        "logger": False,
+        "enable_checkpointing": False,
+        "enable_model_summary": False,
+        "accelerator": cfg.trainer.accelerator,
+        "devices": 1,
+    }
+    trainer = L.Trainer(
+        max_steps=int(cfg.rounds.grpo_steps),
+        limit_val_batches=0,
+        num_sanity_val_steps=0,
+        callbacks=[StepProgressBar(label=f"round {number} GRPO")],
+        **common,
+    )
+    trainer.fit(module, datamodule=parts.datamodule)
+    checker = L.Trainer(enable_progress_bar=False, **common)
+    checker.validate(module, datamodule=parts.datamodule, verbose=False)
+    lm.save(folder)
+    if char_model_kind(folder) is None:
+        raise RuntimeError(f"round {number}'s policy was not saved into {folder}")
+    return {
+        name: float(value)
+        for name, value in checker.callback_metrics.items()
+        if name.startswith("eval/")
+    }
+
+
+def record_round(loggers: list[Any], number: int, folder: Path, summary: dict[str, Any]) -> None:
+    """The round's folder as a tag and its policy's held-out scores as metrics of the run."""
+    metrics = {
+        f"round{number}/{name.rsplit('/', 1)[-1]}": value
+        for name, value in summary["policy"].items()
+    }
+    log.info("Round %d (%s): %s", number, folder, {k: round(v, 4) for k, v in metrics.items()})
+    for logger in mlflow_loggers(loggers):
+        logger.experiment.set_tag(logger.run_id, f"round.{number}", str(folder))
+    for logger in loggers:
+        logger.log_metrics(metrics, step=0)
