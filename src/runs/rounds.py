@@ -35,7 +35,6 @@ from src.pretraining.stages import DONE, cache_key, stage_folder
 from src.runs.parts import RunParts
 from src.tracking.run_logger import mlflow_loggers
 from src.utils.config import build
-from src.utils.errors import ConfigError
 from src.utils.folders import published_folder
 from src.utils.progress import StepProgressBar
 
@@ -50,12 +49,7 @@ def adversarial_rounds(cfg: DictConfig, parts: RunParts) -> RunParts:
     rounds = cfg.get("rounds")
     if not rounds or int(rounds.count) <= 1:
         return parts
-    stages = cfg.get("stages") or {}
-    if rounds.stage not in stages:
-        raise ConfigError(
-            f"rounds.stage={rounds.stage!r} names no stage; the stages are {list(stages)}"
-        )
-    stage = stages[rounds.stage]
+    stage = cfg.stages[rounds.stage]  # check_rounds_settings: it exists
     key = stage.checkpoint_key
     if cfg.get("dry_run"):
         log.info("Rounds: a dry run trains none (GRPO would face round %d's judge)", rounds.count)
@@ -139,6 +133,7 @@ def train_policy(cfg: DictConfig, parts: RunParts, number: int, folder: Path) ->
         "enable_checkpointing": False,
         "enable_model_summary": False,
         "accelerator": cfg.trainer.accelerator,
+        "precision": cfg.trainer.get("precision"),
         "devices": 1,
     }
     trainer = L.Trainer(

@@ -225,6 +225,13 @@ SETTINGS: dict[str, Setting | AnyOf] = {
     "model.num_layers": whole(1),
     "model.max_length": whole(1),
     "model.dropout": number(0, 1),
+    # adversarial rounds of a judge (task=char_diffusion)
+    "rounds.count": whole(1),
+    "rounds.stage": TEXT,
+    "rounds.grpo_steps": whole(1),
+    "rounds.judge_steps": whole(1),
+    "rounds.replay_share": number(0, 1, below=True),
+    "rounds.cache_dir": TEXT,
     # the policy role
     "policy.template": TEXT,
     "policy.sft_target": ANY_TEXT,

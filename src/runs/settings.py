@@ -31,6 +31,7 @@ def check_settings(cfg: DictConfig) -> None:
     check_hardware(cfg)
     check_role_settings(cfg)
     check_trainer_settings(cfg)
+    check_rounds_settings(cfg)
     check_output_folders(cfg)
 
 
@@ -230,6 +231,32 @@ def check_trainer_settings(cfg: DictConfig) -> None:
             f"callbacks.checkpoint.every_n_train_steps={every} is not a multiple of "
             f"algo.num_iterations={iterations}: a rollout's updates end on multiples of "
             f"{iterations}, so checkpoints would come only every {math.lcm(int(every), iterations)} steps"
+        )
+
+
+def check_rounds_settings(cfg: DictConfig) -> None:
+    """Adversarial rounds (src/runs/rounds.py) continue a stage that exists, and their
+    policies fill at temperatures that can be drawn."""
+    rounds = cfg.get("rounds")
+    if not rounds or int(rounds.get("count", 1)) <= 1:
+        return
+    stages = cfg.get("stages") or {}
+    if rounds.get("stage") not in stages:
+        raise ConfigError(
+            f"rounds.stage={rounds.get('stage')!r} names no stage of this task; its stages "
+            f"are {list(stages)} (or set rounds.count=1)"
+        )
+    temperatures = plain(rounds.get("replay_temperatures"))
+    if temperatures is not None and not (
+        isinstance(temperatures, list)
+        and temperatures
+        and all(
+            isinstance(t, int | float) and not isinstance(t, bool) and t >= 0 for t in temperatures
+        )
+    ):
+        raise ConfigError(
+            "rounds.replay_temperatures must be null or a non-empty list of numbers >= 0 "
+            f"(0: greedy), got {temperatures!r}"
         )
 
 

@@ -13,6 +13,7 @@ from src.reward.heuristic import (
     ConceptCoverage,
     FormulaUse,
     LengthFit,
+    StatedAnswer,
     Structure,
     formulas,
     has_final_answer,
@@ -261,13 +262,15 @@ def test_missing_fields_raise_and_none_reads_as_empty() -> None:
 def test_the_reward_config_composes_and_scores_a_batch() -> None:
     reward = build(OmegaConf.load(PROJECT_ROOT / "conf" / "reward" / "heuristic.yaml"))
     assert isinstance(reward, CombinedReward)
-    assert reward.weights == pytest.approx(WEIGHTS)
+    assert reward.weights == pytest.approx({**WEIGHTS, "stated_answer": 0.0})
     outcomes = [GSM8K_GOOD, "", GSM8K["question"], COMPETITION_GOOD]
     rows = [GSM8K, GSM8K, GSM8K, COMPETITION]
     result = reward(outcomes, rows)
     assert isinstance(result, Scores)
-    assert list(result.parts) == list(WEIGHTS)
-    assert result.errors == {name: 0 for name in WEIGHTS}
+    assert list(result.parts) == [*WEIGHTS, "stated_answer"]
+    assert result.errors == {name: 0 for name in result.parts}
+    stated = [float(has_final_answer(outcome)) for outcome in outcomes]
+    assert result.parts["stated_answer"].tolist() == stated  # reported, weighed 0
     expected = [scores(outcome, row)["total"] for outcome, row in zip(outcomes, rows, strict=True)]
     assert result.total.tolist() == pytest.approx(expected)
     assert result.total[0] > 0.7 and result.total[1] == 0.0 and result.total[2] < 0.35
@@ -278,3 +281,9 @@ def test_the_reward_config_composes_and_scores_a_batch() -> None:
 )
 def test_numbers_after_a_break_are_read_without_error(text: str) -> None:
     assert isinstance(formulas(text), list)
+
+
+def test_stated_answer_is_one_for_an_answer_that_arrives() -> None:
+    rows = [{"question": None, "reference": None}] * 4
+    texts = ["So x = 3. The answer is 3.", "Final answer: 12", "Then x = 3 and so", ""]
+    assert StatedAnswer()(texts, rows) == [1.0, 1.0, 0.0, 0.0]

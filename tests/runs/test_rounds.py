@@ -1,0 +1,79 @@
+"""Adversarial rounds (`rounds.count`): each later round trains a GRPO policy against the judge
+before it and continues that judge with every earlier policy replayed; the run's GRPO faces the
+last judge; each round is cached, so one more round trains one more."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from omegaconf import OmegaConf
+
+from src.runs.settings import check_settings
+from src.train import train
+from src.utils.errors import ConfigError
+from tests.helpers.char_diffusion import SMALL
+from tests.helpers.mlflow_runs import history, runs
+
+ROUNDS = [*SMALL, "rounds.judge_steps=2", "rounds.grpo_steps=2"]
+
+
+@pytest.mark.slow
+def test_rounds_train_in_turn_and_one_more_round_trains_only_that_one(make_cfg):
+    cfg = make_cfg(*ROUNDS, "rounds.count=3", tiny=False)
+    train(cfg)
+    run = runs(cfg)[-1]
+    folders = {n: Path(run.data.tags[f"round.{n}"]) for n in (2, 3)}
+    assert "round.4" not in run.data.tags
+    # GRPO faced the last round's judge; each round's judge continued the one before it
+    assert cfg.judge_checkpoint == str(folders[3] / "judge")
+    second = json.loads((folders[2] / "stage.json").read_text())
+    third = json.loads((folders[3] / "stage.json").read_text())
+    assert second["judge_trained_against"] == run.data.tags["stage.judge"]
+    assert third["judge_trained_against"] == str(folders[2] / "judge")
+    assert third["judge"]["steps"] == 2 and "round3_judge/val_accuracy_replay" in third["judge"]
+    for name in ("judge", "char_accuracy", "degenerate_spans"):
+        assert 0 <= run.data.metrics[f"round3/{name}"] <= 1, name
+    assert history(cfg, run, "round2_judge/loss") and history(cfg, run, "round3_judge/loss")
+    assert sorted(history(cfg, run, "eval/role/degenerate_spans")) == [0, 2]
+
+    written = {n: (folder / "stage.json").stat().st_mtime for n, folder in folders.items()}
+    more = make_cfg(*ROUNDS, "rounds.count=4", tiny=False)
+    train(more)
+    again = runs(more)[-1]
+    assert {n: Path(again.data.tags[f"round.{n}"]) for n in (2, 3)} == folders
+    assert written == {n: (f / "stage.json").stat().st_mtime for n, f in folders.items()}
+    assert not history(more, again, "round3_judge/loss")  # loaded, not trained
+    assert history(more, again, "round4_judge/loss")
+    assert more.judge_checkpoint == str(Path(again.data.tags["round.4"]) / "judge")
+
+    # A judge the user gives is the judge: no rounds.
+    given = make_cfg(
+        *ROUNDS, "rounds.count=3", f"judge_checkpoint={folders[2] / 'judge'}", tiny=False
+    )
+    train(given)
+    assert "round.2" not in runs(given)[-1].data.tags
+
+
+@pytest.mark.parametrize(
+    ("override", "message"),
+    [
+        ("rounds.stage=critic", "rounds.stage='critic' names no stage of this task"),
+        ("rounds.replay_temperatures=[]", "rounds.replay_temperatures must be null or a non-empty"),
+        ("rounds.replay_temperatures=[-1]", "got [-1]"),
+        ("rounds.replay_share=1", "rounds.replay_share must be a number in [0, 1), got 1"),
+        ("rounds.count=0", "rounds.count must be a whole number >= 1, got 0"),
+    ],
+)
+def test_bad_round_settings_are_refused_before_anything_loads(make_cfg, override, message):
+    cfg = make_cfg(*SMALL, override, tiny=False)
+    with pytest.raises(ConfigError) as caught:
+        check_settings(cfg)
+    assert message in str(caught.value) and "\n" not in str(caught.value)
+
+
+def test_one_round_needs_no_round_settings(make_cfg):
+    cfg = make_cfg(*SMALL, "rounds.count=1", "rounds.stage=critic", tiny=False)
+    check_settings(cfg)
+    assert OmegaConf.select(cfg, "rounds.count") == 1
