@@ -19,6 +19,7 @@ Each round's policy is scored greedily on the held-out windows by its own judge 
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import json
 import logging
@@ -44,8 +45,8 @@ POLICY, JUDGE = "policy", "judge"  # a round folder's subfolders
 
 def adversarial_rounds(cfg: DictConfig, parts: RunParts) -> RunParts:
     """Run (or load from the cache) rounds 2..`rounds.count`; return `parts` with the reward
-    scoring by the last round's judge, and `cfg`'s judge key pointing at it. Without rounds,
-    in a dry run, or with a judge the user gave, `parts` as they are."""
+    scoring by the last round's judge (tagged `rounds.judge`); `cfg` is left as it is.
+    Without rounds, in a dry run, or with a judge the user gave, `parts` as they are."""
     rounds = cfg.get("rounds")
     if not rounds or int(rounds.count) <= 1:
         return parts
@@ -58,20 +59,23 @@ def adversarial_rounds(cfg: DictConfig, parts: RunParts) -> RunParts:
         log.info("Rounds: %s=%s was given, so it is the judge (no rounds)", key, cfg[key])
         return parts
     shaping = rounds_key(cfg, rounds.stage)
+    current = copy.deepcopy(cfg)  # its judge key follows the rounds; the reward reads it
     policies: list[str] = []
     for number in range(2, int(rounds.count) + 1):
         folder = Path(rounds.cache_dir) / f"round{number}-{round_hash(shaping, number)}"
         if not (folder / DONE).exists():
             shutil.rmtree(folder, ignore_errors=True)  # an interrupted attempt
             with published_folder(folder) as partial:
-                summary = train_round(cfg, parts, number, policies, partial)
+                summary = train_round(current, parts, number, policies, partial)
                 (partial / DONE).write_text(json.dumps(summary, indent=2, default=str))
         summary = json.loads((folder / DONE).read_text())
         record_round(parts.loggers, number, folder, summary)
         policies.append(str(folder / POLICY))
-        cfg[key] = str(folder / JUDGE)
-    log.info("Rounds: GRPO trains against round %d's judge, %s", rounds.count, cfg[key])
-    return replace(parts, reward=build(cfg.reward))
+        current[key] = str(folder / JUDGE)
+    log.info("Rounds: GRPO trains against round %d's judge, %s", rounds.count, current[key])
+    for logger in mlflow_loggers(parts.loggers):
+        logger.experiment.set_tag(logger.run_id, "rounds.judge", str(current[key]))
+    return replace(parts, reward=build(current.reward))
 
 
 def rounds_key(cfg: DictConfig, stage: str) -> dict[str, Any]:

@@ -21,6 +21,7 @@ SMALL = [
     "stages.judge.train.batch_size=8",
     "stages.judge.train.warmup_steps=1",
     "stages.judge.train.eval_every_n_steps=2",
+    "rounds.judge_steps=2",
     "algo.group_size=4",
     "algo.samples_every_n_steps=1",
     "trainer.max_steps=2",

@@ -16,7 +16,7 @@ from src.utils.errors import ConfigError
 from tests.helpers.char_diffusion import SMALL
 from tests.helpers.mlflow_runs import history, runs
 
-ROUNDS = [*SMALL, "rounds.judge_steps=2", "rounds.grpo_steps=2"]
+ROUNDS = [*SMALL, "rounds.grpo_steps=2"]
 
 
 @pytest.mark.slow
@@ -27,7 +27,8 @@ def test_rounds_train_in_turn_and_one_more_round_trains_only_that_one(make_cfg):
     folders = {n: Path(run.data.tags[f"round.{n}"]) for n in (2, 3)}
     assert "round.4" not in run.data.tags
     # GRPO faced the last round's judge; each round's judge continued the one before it
-    assert cfg.judge_checkpoint == str(folders[3] / "judge")
+    assert run.data.tags["rounds.judge"] == str(folders[3] / "judge")
+    assert cfg.judge_checkpoint == run.data.tags["stage.judge"]  # the config stays as it was
     second = json.loads((folders[2] / "stage.json").read_text())
     third = json.loads((folders[3] / "stage.json").read_text())
     assert second["judge_trained_against"] == run.data.tags["stage.judge"]
@@ -46,7 +47,7 @@ def test_rounds_train_in_turn_and_one_more_round_trains_only_that_one(make_cfg):
     assert written == {n: (f / "stage.json").stat().st_mtime for n, f in folders.items()}
     assert not history(more, again, "round3_judge/loss")  # loaded, not trained
     assert history(more, again, "round4_judge/loss")
-    assert more.judge_checkpoint == str(Path(again.data.tags["round.4"]) / "judge")
+    assert again.data.tags["rounds.judge"] == str(Path(again.data.tags["round.4"]) / "judge")
 
     # A judge the user gives is the judge: no rounds.
     given = make_cfg(
@@ -54,6 +55,7 @@ def test_rounds_train_in_turn_and_one_more_round_trains_only_that_one(make_cfg):
     )
     train(given)
     assert "round.2" not in runs(given)[-1].data.tags
+    assert "rounds.judge" not in runs(given)[-1].data.tags
 
 
 @pytest.mark.parametrize(
