@@ -2,7 +2,8 @@
 
 compose config -> data -> role, reward, sampler -> (cached) SFT warm start, stages and adversarial
 rounds -> model -> the role's preparation (plans, passages) -> GRPO fit with held-out evaluation
-before, during and after -> MLflow holds the record. `dry_run=true` stops after one rollout, before any update.
+before, during and after -> MLflow holds the record. `dry_run=true` stops after one rollout,
+before any update.
 """
 
 from __future__ import annotations

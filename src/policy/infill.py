@@ -15,6 +15,11 @@ from src.policy.role import Outcomes
 DEGENERATE_RUN = re.compile(r"(.)\1{2,}| {2,}")
 
 
+def restored(fill: str, original: str) -> int:
+    """How many characters of `fill` equal `original`'s at the same place."""
+    return sum(a == b for a, b in zip(fill, original, strict=False))
+
+
 def degenerate_share(masked: str, filled: str, mask_char: str) -> float:
     """Share of the masked spans (runs of `mask_char` in `masked`) that the fill-in leaves
     touching a degenerate run of `filled`: three or more of one character, or two or more
@@ -61,12 +66,11 @@ class Infill:
         for fill, row in zip(completions, rows, strict=True):
             filled = self.filled(row["masked"], fill)
             original = row["answer"]
-            same = sum(a == b for a, b in zip(fill, original, strict=False))
             texts.append(filled)
             details.append(
                 {
                     "filled": filled,
-                    "char_accuracy": same / max(len(original), 1),
+                    "char_accuracy": restored(fill, original) / max(len(original), 1),
                     "degenerate_spans": degenerate_share(row["masked"], filled, self.mask_char),
                 }
             )

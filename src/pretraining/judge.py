@@ -28,7 +28,7 @@ from src.data.char_windows import CharWindowDataModule
 from src.model.char_diffusion import CharDiffusionNetwork, load_char_diffusion
 from src.model.char_encoder import ALPHABET
 from src.model.char_judge import CharJudge, load_char_judge
-from src.policy.infill import Infill
+from src.policy.infill import Infill, restored
 from src.pretraining.fit import fit_stage, warmup_cosine
 from src.pretraining.masked_lm import EARLY
 from src.rollout.char_diffusion import CharDiffusionSampler
@@ -55,14 +55,8 @@ class Corruptor:
         replay_temperatures: list[float] | None = None,
         worse_only: bool = False,
     ) -> None:
-        for name, values in (
-            ("stages.judge.train.temperatures", temperatures),
-            ("rounds.replay_temperatures", replay_temperatures),
-        ):
-            if values is not None and (not values or min(values) < 0):
-                raise ConfigError(
-                    f"{name} must be a non-empty list of numbers >= 0 (0: greedy), got {values}"
-                )
+        check_temperatures("stages.judge.train.temperatures", temperatures)
+        check_temperatures("rounds.replay_temperatures", replay_temperatures, nullable=True)
         self.generators = generators
         self.temperatures = {kind: list(temperatures) for kind in generators}
         if replay_temperatures is not None:
@@ -119,7 +113,12 @@ class Corruptor:
         ]
         if not self.worse_only:
             return texts, [1.0] * len(texts)
-        best = sampler.sample(self.generators["generated"][0], prompts, 1, greedy=True).completions
+        pretrained = self.generators["generated"][0]
+        best = (  # the pretrained generator's greedy fills: those drawn, when they are
+            fills
+            if generator is pretrained and temperature == 0
+            else sampler.sample(pretrained, prompts, 1, greedy=True).completions
+        )
         weights = [
             float(restored(fill, row["answer"]) < restored(reference, row["answer"]))
             for fill, reference, row in zip(fills, best, masked, strict=True)
@@ -127,9 +126,18 @@ class Corruptor:
         return texts, weights
 
 
-def restored(fill: str, original: str) -> int:
-    """How many characters of `fill` equal `original`'s at the same place."""
-    return sum(a == b for a, b in zip(fill, original, strict=False))
+def check_temperatures(key: str, values: Any, nullable: bool = False) -> None:
+    """`values` must be a non-empty list of numbers >= 0 (0: greedy), or None if `nullable`;
+    else one ConfigError line naming `key`."""
+    if values is None and nullable:
+        return
+    if not (
+        isinstance(values, list | tuple)
+        and values
+        and all(isinstance(t, int | float) and not isinstance(t, bool) and t >= 0 for t in values)
+    ):
+        allowed = "null or a non-empty list" if nullable else "a non-empty list"
+        raise ConfigError(f"{key} must be {allowed} of numbers >= 0 (0: greedy), got {values!r}")
 
 
 def swapped(text: str, count: int, rng: random.Random) -> str:
@@ -230,9 +238,10 @@ def train_judge(
     """Train a judge (`model`: its architecture, or `init`'s judge continued) against the
     generator of `cfg.generator_checkpoint`, its early snapshot and the generators saved in
     the `replay` folders (at `replay_temperatures`, or `temperatures` when None); save it
-    into `folder`; with `worse_only`, a generated negative counts only when it restores fewer
-    masked characters than the pretrained generator's greedy fill (`Corruptor.made`). `untrained` saves it as initialised (a dry
-    run). Metrics are named `<name>/...`. Returns what the stage did."""
+    into `folder`. With `worse_only`, a generated negative counts only when it restores fewer
+    masked characters than the pretrained generator's greedy fill (`Corruptor.made`).
+    `untrained` saves it as initialised (a dry run). Metrics are named `<name>/...`. Returns
+    what the stage did."""
     replay = list(replay or [])
     negatives = {kind: share for kind, share in negatives.items() if kind != "replay" or replay}
     unknown = set(negatives) - set(KINDS)
@@ -242,8 +251,10 @@ def train_judge(
             f"got {negatives}"
         )
     torch.manual_seed(cfg.seed)
-    judge = load_char_judge(init).train().requires_grad_(True) if init else None
-    judge = judge or CharJudge(max_length=datamodule.window, **model)
+    if init:
+        judge = load_char_judge(init).train().requires_grad_(True)
+    else:
+        judge = CharJudge(max_length=datamodule.window, **model)
     if untrained:
         judge.save(folder)
         return {"steps": 0, "untrained": True}

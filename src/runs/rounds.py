@@ -32,7 +32,7 @@ import lightning as L
 from omegaconf import DictConfig, OmegaConf
 
 from src.model.char_encoder import char_model_kind
-from src.pretraining.stages import DONE, cache_key, stage_folder
+from src.pretraining.stages import DONE, stage_folder
 from src.runs.parts import RunParts
 from src.tracking.run_logger import mlflow_loggers
 from src.utils.config import build
@@ -84,8 +84,7 @@ def rounds_key(cfg: DictConfig, stage: str) -> dict[str, Any]:
     rounds.pop("count", None)
     rounds.pop("cache_dir", None)
     return {
-        "stage": cache_key(cfg, stage),
-        "stage_folder": str(cfg[cfg.stages[stage].checkpoint_key]),
+        "stage_folder": str(cfg[cfg.stages[stage].checkpoint_key]),  # named by its settings
         "algo": OmegaConf.to_container(cfg.algo, resolve=True),
         "rollout": OmegaConf.to_container(cfg.rollout, resolve=True),
         "reward": OmegaConf.to_container(cfg.reward, resolve=True),

@@ -13,6 +13,7 @@ from omegaconf import DictConfig
 
 from src.grpo.settings import AlgoSettings
 from src.policy.rewriter import NO_SFT_TARGET
+from src.pretraining.judge import check_temperatures
 from src.runs.schema import check_schema
 from src.utils.config import plain
 from src.utils.errors import ConfigError, MissingFileError
@@ -247,17 +248,7 @@ def check_rounds_settings(cfg: DictConfig) -> None:
             f"are {list(stages)} (or set rounds.count=1)"
         )
     temperatures = plain(rounds.get("replay_temperatures"))
-    if temperatures is not None and not (
-        isinstance(temperatures, list)
-        and temperatures
-        and all(
-            isinstance(t, int | float) and not isinstance(t, bool) and t >= 0 for t in temperatures
-        )
-    ):
-        raise ConfigError(
-            "rounds.replay_temperatures must be null or a non-empty list of numbers >= 0 "
-            f"(0: greedy), got {temperatures!r}"
-        )
+    check_temperatures("rounds.replay_temperatures", temperatures, nullable=True)
 
 
 def check_output_folders(cfg: DictConfig) -> None:

@@ -10,7 +10,8 @@ import torch
 
 from src.data.char_windows import CharWindowDataModule
 from src.model.char_diffusion import load_char_diffusion
-from src.pretraining.judge import Corruptor, restored, swapped
+from src.policy.infill import restored
+from src.pretraining.judge import Corruptor, swapped
 from src.utils.errors import ConfigError
 
 
