@@ -154,9 +154,17 @@ def load_char_diffusion(
     dtype: str = "float32",
     lora: dict[str, Any] | None = None,
     load_in_4bit: bool = False,
+    adapter_path: str | None = None,
 ) -> CharDiffusionNetwork:
     """The generator saved in `checkpoint` (its architecture wins over the one given here),
-    or a freshly initialised one from `seed` when `checkpoint` is None."""
+    or a freshly initialised one from `seed` when `checkpoint` is None. `lora`, `load_in_4bit`
+    and `adapter_path` are the causal models' keys, accepted so that one call loads either
+    kind, and refused when set."""
+    if adapter_path:
+        raise ConfigError(
+            f"model=char_diffusion has no adapters: {adapter_path} cannot load onto it; give a "
+            "saved char generator folder as model.checkpoint instead"
+        )
     if lora or load_in_4bit:
         raise ConfigError(
             "model=char_diffusion trains all of its few weights: LoRA and 4-bit do not apply; "

@@ -6,14 +6,18 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from src.model.char_encoder import char_model_kind
 from src.utils.errors import MissingFileError
 
 
 def saved_model_settings(folder: str | Path) -> dict[str, Any]:
     """The `model.*` settings that load `folder` with the configured model: `adapter_path` for a
-    LoRA adapter (the base stays the configured one), or the folder itself as `name_or_path`
-    for full weights (no builder, no hub fallback, no fresh adapter)."""
+    LoRA adapter (the base stays the configured one), the folder itself as `name_or_path`
+    for full weights (no builder, no hub fallback, no fresh adapter), or as `checkpoint` for a
+    char model's folder (`model=char_diffusion`)."""
     folder = Path(folder)
+    if char_model_kind(folder) is not None:
+        return {"checkpoint": str(folder)}
     if (folder / "adapter_config.json").is_file():
         return {"adapter_path": str(folder)}
     if (folder / "config.json").is_file():
@@ -25,5 +29,6 @@ def saved_model_settings(folder: str | Path) -> dict[str, Any]:
             "adapter_path": None,
         }
     raise MissingFileError(
-        f"{folder}: neither a LoRA adapter (adapter_config.json) nor a model folder (config.json)"
+        f"{folder}: neither a LoRA adapter (adapter_config.json), a model folder (config.json) "
+        "nor a char model (char_model.json)"
     )

@@ -14,7 +14,8 @@ number and a hash of everything that shapes it (the stages' settings and folders
 rollout and reward settings, the rounds' settings but their count), so `rounds.count=4` after
 `rounds.count=3` trains one more round only. A round's folder holds `policy/` and `judge/`.
 Each round's policy is scored greedily on the held-out windows by its own judge and logged as
-`round<r>/judge`, `round<r>/char_accuracy` and `round<r>/degenerate_spans`.
+`round<r>/judge`, `round<r>/char_accuracy` and `round<r>/degenerate_spans`. `src.eval` scores
+with the last round's judge when the rounds are cached (`rounds_judge`).
 """
 
 from __future__ import annotations
@@ -47,22 +48,17 @@ def adversarial_rounds(cfg: DictConfig, parts: RunParts) -> RunParts:
     """Run (or load from the cache) rounds 2..`rounds.count`; return `parts` with the reward
     scoring by the last round's judge (tagged `rounds.judge`); `cfg` is left as it is.
     Without rounds, in a dry run, or with a judge the user gave, `parts` as they are."""
-    rounds = cfg.get("rounds")
-    if not rounds or int(rounds.count) <= 1:
+    count = int(cfg.rounds.count) if cfg.get("rounds") else 1
+    if count > 1 and cfg.get("dry_run"):
+        log.info("Rounds: a dry run trains none (GRPO would face round %d's judge)", count)
         return parts
-    stage = cfg.stages[rounds.stage]  # check_rounds_settings: it exists
-    key = stage.checkpoint_key
-    if cfg.get("dry_run"):
-        log.info("Rounds: a dry run trains none (GRPO would face round %d's judge)", rounds.count)
+    folders = round_folders(cfg)
+    if not folders:
         return parts
-    if Path(str(cfg[key])) != stage_folder(cfg, rounds.stage):
-        log.info("Rounds: %s=%s was given, so it is the judge (no rounds)", key, cfg[key])
-        return parts
-    shaping = rounds_key(cfg, rounds.stage)
+    key = cfg.stages[cfg.rounds.stage].checkpoint_key
     current = copy.deepcopy(cfg)  # its judge key follows the rounds; the reward reads it
     policies: list[str] = []
-    for number in range(2, int(rounds.count) + 1):
-        folder = Path(rounds.cache_dir) / f"round{number}-{round_hash(shaping, number)}"
+    for number, folder in enumerate(folders, start=2):
         if not (folder / DONE).exists():
             shutil.rmtree(folder, ignore_errors=True)  # an interrupted attempt
             with published_folder(folder) as partial:
@@ -72,9 +68,57 @@ def adversarial_rounds(cfg: DictConfig, parts: RunParts) -> RunParts:
         record_round(parts.loggers, number, folder, summary)
         policies.append(str(folder / POLICY))
         current[key] = str(folder / JUDGE)
-    log.info("Rounds: GRPO trains against round %d's judge, %s", rounds.count, current[key])
+    log.info("Rounds: GRPO trains against round %d's judge, %s", len(folders) + 1, current[key])
+    return with_judge(current, parts)
+
+
+def rounds_judge(cfg: DictConfig, parts: RunParts) -> RunParts:
+    """For scoring (src.eval): `parts` with the reward scoring by the last round's judge, the
+    one the run's GRPO trained against, when every round is cached; else `parts` as they are,
+    with a warning naming the judge that scores instead. Trains nothing."""
+    folders = round_folders(cfg)
+    if not folders:
+        return parts
+    key = cfg.stages[cfg.rounds.stage].checkpoint_key
+    missing = [folder for folder in folders if not (folder / DONE).exists()]
+    if missing:
+        log.warning(
+            "Rounds: %s is not trained (python -m src.train with these settings trains it), "
+            "so the judge of %s=%s scores instead of the last round's",
+            missing[0],
+            key,
+            cfg[key],
+        )
+        return parts
+    current = copy.deepcopy(cfg)
+    current[key] = str(folders[-1] / JUDGE)
+    log.info("Rounds: scoring with round %d's judge, %s", len(folders) + 1, current[key])
+    return with_judge(current, parts)
+
+
+def round_folders(cfg: DictConfig) -> list[Path]:
+    """The cache folders of rounds 2..`rounds.count` under cfg's settings, trained or not;
+    none without rounds or when the user gave the judge (it is used as it is)."""
+    rounds = cfg.get("rounds")
+    if not rounds or int(rounds.count) <= 1:
+        return []
+    key = cfg.stages[rounds.stage].checkpoint_key  # check_rounds_settings: the stage exists
+    if Path(str(cfg[key])) != stage_folder(cfg, rounds.stage):
+        log.info("Rounds: %s=%s was given, so it is the judge (no rounds)", key, cfg[key])
+        return []
+    shaping = rounds_key(cfg, rounds.stage)
+    return [
+        Path(rounds.cache_dir) / f"round{number}-{round_hash(shaping, number)}"
+        for number in range(2, int(rounds.count) + 1)
+    ]
+
+
+def with_judge(current: DictConfig, parts: RunParts) -> RunParts:
+    """`parts` with the reward built from `current` (its judge key set), the judge's folder
+    tagged `rounds.judge`."""
+    judge = current[current.stages[current.rounds.stage].checkpoint_key]
     for logger in mlflow_loggers(parts.loggers):
-        logger.experiment.set_tag(logger.run_id, "rounds.judge", str(current[key]))
+        logger.experiment.set_tag(logger.run_id, "rounds.judge", str(judge))
     return replace(parts, reward=build(current.reward))
 
 

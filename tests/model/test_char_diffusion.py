@@ -9,6 +9,7 @@ import torch
 from src.model.char_diffusion import load_char_diffusion, masked_positions
 from src.model.char_encoder import MASK, PAD, CharTokenizer
 from src.model.char_judge import CharJudge, load_char_judge
+from src.model.saved import saved_model_settings
 from src.rollout.char_diffusion import CharDiffusionSampler, nucleus_sample
 from src.utils.errors import ConfigError, MissingFileError
 
@@ -87,6 +88,19 @@ def test_a_saved_generator_reloads_the_same_and_a_judge_folder_is_refused(tmp_pa
 def test_lora_and_4bit_do_not_apply():
     with pytest.raises(ConfigError, match="LoRA and 4-bit"):
         small_generator(lora={"r": 8})
+    with pytest.raises(ConfigError, match="has no adapters: run/adapter cannot load"):
+        small_generator(adapter_path="run/adapter")
+    assert small_generator(lora=None, adapter_path=None) is not None  # the base head's keys
+
+
+def test_a_saved_generator_is_loaded_as_the_checkpoint_of_its_config(tmp_path):
+    network = small_generator().eval()
+    network.save(tmp_path / "generator")
+    settings = saved_model_settings(tmp_path / "generator")
+    assert settings == {"checkpoint": str(tmp_path / "generator")}
+    again = load_char_diffusion(**{**SMALL, **settings}, dropout=0.0).eval()
+    ids = network.encode_prompts(PROMPTS)["input_ids"]
+    assert torch.equal(network.logits(ids), again.logits(ids))
 
 
 def test_the_judge_scores_probabilities_and_reloads_the_same(tmp_path):

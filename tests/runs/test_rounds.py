@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 from omegaconf import OmegaConf
 
+from src.eval import evaluate
 from src.runs.settings import check_settings
 from src.train import train
 from src.utils.errors import ConfigError
@@ -20,7 +21,7 @@ ROUNDS = [*SMALL, "rounds.grpo_steps=2"]
 
 
 @pytest.mark.slow
-def test_rounds_train_in_turn_and_one_more_round_trains_only_that_one(make_cfg):
+def test_rounds_train_in_turn_and_one_more_round_trains_only_that_one(make_cfg, tmp_path, caplog):
     cfg = make_cfg(*ROUNDS, "rounds.count=3", tiny=False)
     train(cfg)
     run = runs(cfg)[-1]
@@ -38,6 +39,19 @@ def test_rounds_train_in_turn_and_one_more_round_trains_only_that_one(make_cfg):
         assert 0 <= run.data.metrics[f"round3/{name}"] <= 1, name
     assert history(cfg, run, "round2_judge/loss") and history(cfg, run, "round3_judge/loss")
     assert sorted(history(cfg, run, "eval/role/degenerate_spans")) == [0, 2]
+
+    # src.eval scores with the judge GRPO trained against: the pretrained generator's held-out
+    # score matches the run's step-0 one
+    scored = make_cfg(*ROUNDS, "rounds.count=3", tiny=False)
+    scored.eval.adapters = {"round2": str(folders[2] / "policy")}  # a saved char model
+    summary = evaluate(scored, heads=["base", "round2"], output_dir=tmp_path / "eval")
+    assert runs(scored)[-1].data.tags["rounds.judge"] == str(folders[3] / "judge")
+    assert summary["base"]["judge"] == pytest.approx(history(cfg, run, "eval/judge")[0], abs=1e-6)
+    assert 0 <= summary["round2"]["judge"] <= 1
+    unscored = make_cfg(*ROUNDS, "rounds.count=5", tiny=False)  # round 4 is not trained yet
+    evaluate(unscored, heads=["base"], output_dir=tmp_path / "eval5")
+    assert "rounds.judge" not in runs(unscored)[-1].data.tags
+    assert "so the judge of judge_checkpoint=" in caplog.text
 
     written = {n: (folder / "stage.json").stat().st_mtime for n, folder in folders.items()}
     more = make_cfg(*ROUNDS, "rounds.count=4", tiny=False)
