@@ -3,6 +3,7 @@ process signals itself at a chosen step: `tests.helpers.signal_at_step`)."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 
@@ -17,10 +18,14 @@ TINY_RUN = [
 ]  # fmt: skip
 
 
-def start_training(*overrides: str) -> subprocess.Popen:
-    """`python -m src.train overrides...`, output captured as text, no standard input."""
+def start_training(*overrides: str, one_thread: bool = False) -> subprocess.Popen:
+    """`python -m src.train overrides...`, output captured as text, no standard input.
+    `one_thread`: every CPU operation in one thread, so sums add in one order whatever the
+    machine's load (runs compared to 1e-7 across processes)."""
+    threads = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"} if one_thread else {}
     return subprocess.Popen(
         [sys.executable, "-m", "src.train", *overrides],
+        env={**os.environ, **threads},
         cwd=PROJECT_ROOT,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,

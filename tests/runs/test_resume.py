@@ -35,7 +35,11 @@ RUN = [
 def train(root: Path, run: str, *overrides: str) -> subprocess.Popen:
     """Start a training process writing its store under `root` and its folder at root/run."""
     return start_training(
-        *RUN, f"paths.output_root={root}", f"paths.run_dir={root / run}", *overrides
+        *RUN,
+        f"paths.output_root={root}",
+        f"paths.run_dir={root / run}",
+        *overrides,
+        one_thread=True,
     )
 
 
