@@ -54,6 +54,7 @@ class Corruptor:
         max_swaps: int,
         replay_temperatures: list[float] | None = None,
         worse_only: bool = False,
+        better_as_real: bool = False,
     ) -> None:
         check_temperatures("stages.judge.train.temperatures", temperatures)
         check_temperatures("rounds.replay_temperatures", replay_temperatures, nullable=True)
@@ -67,6 +68,7 @@ class Corruptor:
         self.weights = {kind: share for kind, share in weights.items() if share > 0}
         self.max_swaps = max_swaps
         self.worse_only = worse_only
+        self.better_as_real = better_as_real
 
     def corrupt(self, rows: list[dict[str, Any]], rng: random.Random) -> list[str]:
         """One corrupted window per row, each of a kind drawn by `weights`."""
@@ -74,18 +76,18 @@ class Corruptor:
 
     def corrupt_weighted(
         self, rows: list[dict[str, Any]], rng: random.Random
-    ) -> tuple[list[str], list[float]]:
-        """One corrupted window per row, each of a kind drawn by `weights`, and each one's
-        weight as a negative (`made`)."""
+    ) -> tuple[list[str], list[float], list[float]]:
+        """One corrupted window per row, each of a kind drawn by `weights`, with each one's
+        weight in the loss and label (`made`)."""
         kinds = rng.choices(list(self.weights), list(self.weights.values()), k=len(rows))
-        texts, weights = [""] * len(rows), [1.0] * len(rows)
+        texts, weights, labels = [""] * len(rows), [1.0] * len(rows), [0.0] * len(rows)
         for kind in self.weights:
             chosen = [i for i, k in enumerate(kinds) if k == kind]
             if chosen:
-                made, counted = self.made(kind, [rows[i] for i in chosen], rng)
-                for i, text, weight in zip(chosen, made, counted, strict=True):
-                    texts[i], weights[i] = text, weight
-        return texts, weights
+                made = self.made(kind, [rows[i] for i in chosen], rng)
+                for i, text, weight, label in zip(chosen, *made, strict=True):
+                    texts[i], weights[i], labels[i] = text, weight, label
+        return texts, weights, labels
 
     def make(self, kind: str, rows: list[dict[str, Any]], rng: random.Random) -> list[str]:
         """Windows of one kind of corruption, made from `rows`."""
@@ -93,15 +95,18 @@ class Corruptor:
 
     def made(
         self, kind: str, rows: list[dict[str, Any]], rng: random.Random
-    ) -> tuple[list[str], list[float]]:
-        """Windows of one kind of corruption, made from `rows`, and each one's weight as a
-        negative: 1, but with `worse_only` a fill counts (1) only when it restores fewer of
-        the masked characters than the pretrained generator's greedy fill of the same masked
-        window does, else 0: the judge learns "worse than the generator", so a policy is not
-        marked down for fills as good as the generator's or better."""
+    ) -> tuple[list[str], list[float], list[float]]:
+        """Windows of one kind of corruption, made from `rows`, with each one's weight in the
+        loss and label (0: corrupted, 1: as good as real). Every window is a negative of
+        weight 1, but a fill is compared with the pretrained generator's greedy fill of the
+        same masked window (how many masked characters each restores): with `worse_only` one
+        restoring as many or more has weight 0, so the judge learns "worse than the
+        generator" and a policy is not marked down for fills as good as the generator's; with
+        `better_as_real` one restoring more is labelled 1, so the judge also learns what
+        better fills look like."""
         if kind == "swapped":
             texts = [swapped(row["text"], rng.randint(1, self.max_swaps), rng) for row in rows]
-            return texts, [1.0] * len(texts)
+            return texts, [1.0] * len(texts), [0.0] * len(texts)
         masked = [self.remask(row, rng) for row in rows]
         temperature = rng.choice(self.temperatures[kind])
         sampler = CharDiffusionSampler(len(rows[0]["text"]), temperature or 1.0, self.top_p)
@@ -111,19 +116,21 @@ class Corruptor:
         texts = [
             self.infill.filled(row["masked"], fill) for row, fill in zip(masked, fills, strict=True)
         ]
-        if not self.worse_only:
-            return texts, [1.0] * len(texts)
+        if not (self.worse_only or self.better_as_real):
+            return texts, [1.0] * len(texts), [0.0] * len(texts)
         pretrained = self.generators["generated"][0]
         best = (  # the pretrained generator's greedy fills: those drawn, when they are
             fills
             if generator is pretrained and temperature == 0
             else sampler.sample(pretrained, prompts, 1, greedy=True).completions
         )
-        weights = [
-            float(restored(fill, row["answer"]) < restored(reference, row["answer"]))
-            for fill, reference, row in zip(fills, best, masked, strict=True)
-        ]
-        return texts, weights
+        weights, labels = [], []
+        for fill, reference, row in zip(fills, best, masked, strict=True):
+            mine, theirs = restored(fill, row["answer"]), restored(reference, row["answer"])
+            better = self.better_as_real and mine > theirs
+            weights.append(float(mine < theirs or better or not self.worse_only))
+            labels.append(float(better))
+        return texts, weights, labels
 
 
 def check_temperatures(key: str, values: Any, nullable: bool = False) -> None:
@@ -149,7 +156,9 @@ def swapped(text: str, count: int, rng: random.Random) -> str:
 
 
 class JudgeModule(L.LightningModule):
-    """Binary cross-entropy of real (1) against corrupted (0) windows, half and half."""
+    """Weighted binary cross-entropy of real (1) against corrupted windows, half and half; a
+    corrupted window's weight and label (0, or 1 for a fill better than the generator's with
+    `better_as_real`) come from `Corruptor.made`."""
 
     def __init__(
         self,
@@ -178,9 +187,9 @@ class JudgeModule(L.LightningModule):
 
     def training_step(self, batch: list[dict[str, Any]], batch_idx: int) -> Tensor:
         rng = random.Random(f"{self.seed}:{self.name}:{self.global_step}")
-        corrupted, counted = self.corruptor.corrupt_weighted(batch, rng)
+        corrupted, counted, targets = self.corruptor.corrupt_weighted(batch, rng)
         texts = [row["text"] for row in batch] + corrupted
-        labels = torch.tensor([1.0] * len(batch) + [0.0] * len(batch), device=self.device)
+        labels = torch.tensor([1.0] * len(batch) + targets, device=self.device)
         weights = torch.tensor([1.0] * len(batch) + counted, device=self.device)
         logits = self.judge(self.judge.encode(texts))
         losses = torch.nn.functional.binary_cross_entropy_with_logits(
@@ -234,12 +243,14 @@ def train_judge(
     name: str = "judge",
     replay_temperatures: list[float] | None = None,
     worse_only: bool = False,
+    better_as_real: bool = False,
 ) -> dict[str, Any]:
     """Train a judge (`model`: its architecture, or `init`'s judge continued) against the
     generator of `cfg.generator_checkpoint`, its early snapshot and the generators saved in
     the `replay` folders (at `replay_temperatures`, or `temperatures` when None); save it
     into `folder`. With `worse_only`, a generated negative counts only when it restores fewer
-    masked characters than the pretrained generator's greedy fill (`Corruptor.made`).
+    masked characters than the pretrained generator's greedy fill, and with `better_as_real`
+    one restoring more is labelled real (`Corruptor.made`).
     `untrained` saves it as initialised (a dry run). Metrics are named `<name>/...`. Returns
     what the stage did."""
     replay = list(replay or [])
@@ -276,6 +287,7 @@ def train_judge(
         max_swaps,
         replay_temperatures,
         worse_only,
+        better_as_real,
     )
     module = JudgeModule(judge, corruptor, optimizer, max_steps, warmup_steps, cfg.seed, name)
     log.info(

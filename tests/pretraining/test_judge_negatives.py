@@ -72,14 +72,47 @@ def test_replayed_policies_fill_at_their_own_temperatures(data):
 def test_worse_only_counts_a_fill_only_below_the_generators_greedy_fill(data):
     rows = data.train_rows[:16]
     made = corruptor(data, [0.0], {"generated": 1.0}, worse_only=True)
-    texts, weights = made.corrupt_weighted(rows, random.Random(0))
+    texts, weights, labels = made.corrupt_weighted(rows, random.Random(0))
     assert weights == [0.0] * 16  # the greedy fill itself is no worse than itself
+    assert labels == [0.0] * 16
     sampled = corruptor(data, [1.0], {"generated": 1.0}, worse_only=True)
     assert set(sampled.corrupt_weighted(rows, random.Random(0))[1]) == {0.0, 1.0}
     swaps = corruptor(data, [1.0], {"swapped": 1.0}, worse_only=True)
     assert swaps.corrupt_weighted(rows, random.Random(0))[1] == [1.0] * 16  # always worse
     plain = corruptor(data, [1.0], {"generated": 1.0})
-    assert plain.corrupt_weighted(rows, random.Random(0))[1] == [1.0] * 16
+    assert plain.corrupt_weighted(rows, random.Random(0))[1:] == ([1.0] * 16, [0.0] * 16)
+
+
+def test_better_as_real_labels_fills_that_restore_more_than_the_greedy_fill_real(data):
+    rows = data.train_rows[:64]
+
+    def remask(row, rng):  # each row masked the same way whatever the draw
+        return data.remasked(row, random.Random(row["text"]))
+
+    def build(temperatures, **more):
+        return Corruptor(
+            {"generated": [generator()]}, temperatures, 0.95, remask, "█", {"generated": 1.0}, 3,
+            **more,
+        )  # fmt: skip
+
+    texts, weights, labels = build([1.0], worse_only=True, better_as_real=True).corrupt_weighted(
+        rows, random.Random(0)
+    )
+    greedy = build([0.0]).make("generated", rows, random.Random(0))
+    for text, weight, label, reference, row in zip(
+        texts, weights, labels, greedy, rows, strict=True
+    ):
+        masked = remask(row, None)["masked"]
+        mine, theirs = (
+            sum(m == "█" and a == b for m, a, b in zip(masked, filled, row["text"], strict=True))
+            for filled in (text, reference)
+        )
+        assert (weight, label) == ((1.0, 1.0) if mine > theirs else (float(mine < theirs), 0.0))
+    assert 1.0 in labels and 0.0 in weights  # better and as-good fills both happen
+    compared = build([1.0], better_as_real=True).corrupt_weighted(rows, random.Random(0))
+    assert compared[2] == labels and all(  # without worse_only, as good is a negative
+        weight == 1.0 for weight in compared[1]
+    )
 
 
 def test_restored_counts_equal_characters_in_place():
