@@ -23,6 +23,7 @@ from src.evaluation.greedy import GreedyScorer
 from src.evaluation.scoring import score_head
 from src.model.network import PolicyNetwork
 from src.model.saved import saved_model_settings
+from src.pretraining.stages import require_trained_stages
 from src.runs.cli import run_cli
 from src.runs.parts import build_run_parts
 from src.runs.record import log_artifacts, recorded_run
@@ -104,6 +105,7 @@ def evaluate(
     """Score each head on the configured split; return {head: {metric: mean}}."""
     eval_cfg = cfg.eval
     parts = build_run_parts(cfg)  # bad data fails here, before any model loads
+    require_trained_stages(cfg)  # e.g. the char generator and judge: src.eval trains none
     datamodule, loggers = parts.datamodule, parts.loggers
     rows = datamodule.split_rows(eval_cfg.split)
     rows = rows[: eval_cfg.max_rows] if eval_cfg.max_rows else rows

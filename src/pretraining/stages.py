@@ -99,6 +99,19 @@ def cache_key(cfg: DictConfig, name: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:12]
 
 
+def require_trained_stages(cfg: DictConfig) -> None:
+    """For scoring without training (src.eval): every stage's folder must hold its model;
+    else one MissingFileError line naming the stage, its folder and how to get it."""
+    for name, stage in (cfg.get("stages") or {}).items():
+        key = stage.checkpoint_key
+        folder = Path(str(cfg[key]))
+        if char_model_kind(folder) is None:
+            raise MissingFileError(
+                f"stage {name} is not trained under these settings ({folder}); python -m "
+                f"src.train with the same overrides trains it, or give {key}=FOLDER"
+            )
+
+
 def run_stages(cfg: DictConfig, datamodule: PromptDataModule, loggers: list[Any]) -> None:
     """Train, in order, every stage whose folder is not complete yet, logging to the run."""
     for name, stage in (cfg.get("stages") or {}).items():

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from src.eval import evaluate
 from src.model.char_diffusion import load_char_diffusion
 from src.model.char_judge import CharJudge
 from src.pretraining.stages import resolve_stage_checkpoints
@@ -59,3 +60,16 @@ def test_a_judge_checkpoint_of_the_wrong_kind_fails_before_any_data_or_model(mak
     cfg = make_cfg(*SMALL, f"generator_checkpoint={tmp_path / 'nothing'}", tiny=False)
     with pytest.raises(MissingFileError, match="generator_checkpoint=.*no such folder"):
         build_run_parts(cfg)
+
+
+def test_scoring_a_recipe_whose_stages_are_not_trained_names_the_stage_and_what_to_run(
+    make_cfg, tmp_path
+):
+    load_char_diffusion(None, **TINY_NET).save(tmp_path / "mine")
+    cfg = make_cfg(*SMALL, f"generator_checkpoint={tmp_path / 'mine'}", tiny=False)
+    with pytest.raises(MissingFileError) as caught:
+        evaluate(cfg, heads=["base"], output_dir=tmp_path / "eval")
+    message = str(caught.value)
+    assert message.startswith("stage judge is not trained under these settings (")
+    assert "python -m src.train with the same overrides trains it" in message
+    assert "judge_checkpoint=FOLDER" in message and "\n" not in message
