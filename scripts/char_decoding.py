@@ -1,0 +1,100 @@
+"""Greedy fills of a char generator decoded in K steps: every masked position at once (K=1,
+what the recipe's sampler does), or revealed over K passes, the positions the generator is
+most sure of first, each later pass reading the characters already revealed. Prints, per K,
+the characters restored, the degenerate-span share and each judge's mean score on the
+held-out windows, for the generator and judges the config names (cached stages; the rounds'
+last judge too when every round is cached). Trains nothing; no GRPO is involved.
+
+    .venv/bin/python scripts/char_decoding.py seed=43 [data.path=FILE] [--steps 1,2,4,8]
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+from pathlib import Path
+from typing import Any
+
+import torch
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from src.model.char_diffusion import CharDiffusionNetwork, load_char_diffusion  # noqa: E402
+from src.model.char_judge import CharJudge, load_char_judge  # noqa: E402
+from src.policy.infill import degenerate_share, restored  # noqa: E402
+from src.pretraining.stages import require_trained_stages, resolve_stage_checkpoints  # noqa: E402
+from src.runs.rounds import JUDGE, round_folders  # noqa: E402
+from src.utils.compose import compose_train_config  # noqa: E402
+from src.utils.config import build  # noqa: E402
+
+
+@torch.no_grad()
+def decode(network: CharDiffusionNetwork, masked: list[str], mask: str, steps: int) -> list[str]:
+    """Each masked window filled greedily in `steps` passes: a pass predicts every position
+    still masked and reveals the ceil(left / passes left) it is most sure of."""
+    texts = [list(text) for text in masked]
+    for done in range(steps):
+        ids = network.encode_prompts(["".join(text) for text in texts])["input_ids"]
+        logits, _ = network.masked_logits(ids)
+        sureness, best = logits.softmax(-1).max(-1)
+        for row, text in enumerate(texts):
+            positions = [i for i, char in enumerate(text) if char == mask]
+            if not positions:
+                continue
+            take = math.ceil(len(positions) / (steps - done))
+            chars = network.tokenizer.decode(best[row, : len(positions)].cpu())
+            for k in sureness[row, : len(positions)].topk(take).indices.tolist():
+                text[positions[k]] = chars[k]
+    return ["".join(text) for text in texts]
+
+
+def scores(
+    filled: list[str], rows: list[dict[str, Any]], mask: str, judges: dict[str, CharJudge]
+) -> dict[str, float]:
+    """Characters restored, degenerate-span share and each judge's mean score."""
+    fills = [
+        "".join(f for f, m in zip(text, row["masked"], strict=True) if m == mask)
+        for text, row in zip(filled, rows, strict=True)
+    ]
+    pairs = list(zip(fills, filled, rows, strict=True))
+    total = sum(len(row["answer"]) for row in rows)
+    results = {
+        "char_accuracy": sum(restored(fill, row["answer"]) for fill, _, row in pairs) / total,
+        "degenerate_spans": sum(
+            degenerate_share(row["masked"], text, mask) for _, text, row in pairs
+        )
+        / len(rows),
+    }
+    for name, judge in judges.items():
+        results[name] = sum(judge.score(filled)) / len(filled)
+    return results
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("overrides", nargs="*", help="config overrides, as for src.train")
+    parser.add_argument("--steps", default="1,2,4,8", help="numbers of passes, comma-separated")
+    args = parser.parse_args()
+    cfg = compose_train_config(["task=char_diffusion", *args.overrides])
+    resolve_stage_checkpoints(cfg)
+    require_trained_stages(cfg)
+    data = build(cfg.data)
+    data.prepare_rows()
+    rows, mask = data.val_rows, cfg.data.mask_char
+    network = load_char_diffusion(str(cfg.generator_checkpoint), dropout=0.0).eval()
+    judges = {"judge": load_char_judge(str(cfg.judge_checkpoint))}
+    folders = round_folders(cfg)
+    if folders and all((folder / JUDGE).is_dir() for folder in folders):
+        judges["last_round_judge"] = load_char_judge(str(folders[-1] / JUDGE))
+    print(f"generator {cfg.generator_checkpoint}, {len(rows)} held-out windows")
+    for steps in (int(s) for s in args.steps.split(",")):
+        results = scores(
+            decode(network, [r["masked"] for r in rows], mask, steps), rows, mask, judges
+        )
+        print(f"passes {steps}: " + "  ".join(f"{k} {v:.4f}" for k, v in results.items()))
+
+
+if __name__ == "__main__":
+    main()
