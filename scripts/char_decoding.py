@@ -5,7 +5,7 @@ the characters restored, the degenerate-span share and each judge's mean score o
 held-out windows, for the generator and judges the config names (cached stages; the rounds'
 last judge too when every round is cached). Trains nothing; no GRPO is involved.
 
-    .venv/bin/python scripts/char_decoding.py seed=43 [data.path=FILE] [--steps 1,2,4,8]
+    .venv/bin/python scripts/char_decoding.py seed=43 [data.path=FILE] [--steps 1,2,4,8] [--order sure]
 """
 
 from __future__ import annotations
@@ -29,12 +29,35 @@ from src.runs.rounds import JUDGE, round_folders  # noqa: E402
 from src.utils.compose import compose_train_config  # noqa: E402
 from src.utils.config import build  # noqa: E402
 
+ORDERS = ("sure", "span", "stride")  # which masked positions a pass reveals
+
+
+def pass_of(masked: str, mask: str, steps: int, order: str) -> dict[int, int]:
+    """For a fixed order, masked position -> the pass that reveals it: `span`, the k-th
+    character of every span in pass k (the last pass takes the rest); `stride`, the k-th
+    masked position of the window in pass k mod `steps`."""
+    positions = [i for i, char in enumerate(masked) if char == mask]
+    if order == "stride":
+        return {position: n % steps for n, position in enumerate(positions)}
+    passes = {}
+    for position in positions:
+        start = position
+        while start > 0 and masked[start - 1] == mask:
+            start -= 1
+        passes[position] = min(position - start, steps - 1)
+    return passes
+
 
 @torch.no_grad()
-def decode(network: CharDiffusionNetwork, masked: list[str], mask: str, steps: int) -> list[str]:
-    """Each masked window filled greedily in `steps` passes: a pass predicts every position
-    still masked and reveals the ceil(left / passes left) it is most sure of."""
+def decode(
+    network: CharDiffusionNetwork, masked: list[str], mask: str, steps: int, order: str = "sure"
+) -> list[str]:
+    """Each masked window filled greedily in `steps` passes, every pass predicting the
+    positions still masked from what is revealed so far. `sure`: a pass reveals the
+    ceil(left / passes left) positions the generator is most sure of; `span` and `stride`:
+    fixed orders (`pass_of`)."""
     texts = [list(text) for text in masked]
+    fixed = [pass_of(text, mask, steps, order) for text in masked] if order != "sure" else []
     for done in range(steps):
         ids = network.encode_prompts(["".join(text) for text in texts])["input_ids"]
         logits, _ = network.masked_logits(ids)
@@ -43,9 +66,13 @@ def decode(network: CharDiffusionNetwork, masked: list[str], mask: str, steps: i
             positions = [i for i, char in enumerate(text) if char == mask]
             if not positions:
                 continue
-            take = math.ceil(len(positions) / (steps - done))
             chars = network.tokenizer.decode(best[row, : len(positions)].cpu())
-            for k in sureness[row, : len(positions)].topk(take).indices.tolist():
+            if fixed:
+                chosen = [k for k, p in enumerate(positions) if fixed[row][p] == done]
+            else:
+                take = math.ceil(len(positions) / (steps - done))
+                chosen = sureness[row, : len(positions)].topk(take).indices.tolist()
+            for k in chosen:
                 text[positions[k]] = chars[k]
     return ["".join(text) for text in texts]
 
@@ -76,6 +103,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("overrides", nargs="*", help="config overrides, as for src.train")
     parser.add_argument("--steps", default="1,2,4,8", help="numbers of passes, comma-separated")
+    parser.add_argument(
+        "--order", default="sure", choices=ORDERS, help="which positions a pass reveals"
+    )
     args = parser.parse_args()
     cfg = compose_train_config(["task=char_diffusion", *args.overrides])
     resolve_stage_checkpoints(cfg)
@@ -88,11 +118,10 @@ def main() -> None:
     folders = round_folders(cfg)
     if folders and all((folder / JUDGE).is_dir() for folder in folders):
         judges["last_round_judge"] = load_char_judge(str(folders[-1] / JUDGE))
-    print(f"generator {cfg.generator_checkpoint}, {len(rows)} held-out windows")
+    print(f"generator {cfg.generator_checkpoint}, {len(rows)} held-out windows, order {args.order}")
     for steps in (int(s) for s in args.steps.split(",")):
-        results = scores(
-            decode(network, [r["masked"] for r in rows], mask, steps), rows, mask, judges
-        )
+        filled = decode(network, [r["masked"] for r in rows], mask, steps, args.order)
+        results = scores(filled, rows, mask, judges)
         print(f"passes {steps}: " + "  ".join(f"{k} {v:.4f}" for k, v in results.items()))
 
 
