@@ -23,8 +23,12 @@ sys.path.insert(0, str(ROOT))
 
 from src.model.char_diffusion import CharDiffusionNetwork, load_char_diffusion  # noqa: E402
 from src.model.char_judge import CharJudge, load_char_judge  # noqa: E402
-from src.policy.infill import degenerate_share, restored  # noqa: E402
-from src.pretraining.stages import require_trained_stages, resolve_stage_checkpoints  # noqa: E402
+from src.policy.infill import Infill  # noqa: E402
+from src.pretraining.stages import (  # noqa: E402
+    DONE,
+    require_trained_stages,
+    resolve_stage_checkpoints,
+)
 from src.runs.rounds import JUDGE, round_folders  # noqa: E402
 from src.utils.compose import compose_train_config  # noqa: E402
 from src.utils.config import build  # noqa: E402
@@ -80,19 +84,16 @@ def decode(
 def scores(
     filled: list[str], rows: list[dict[str, Any]], mask: str, judges: dict[str, CharJudge]
 ) -> dict[str, float]:
-    """Characters restored, degenerate-span share and each judge's mean score."""
+    """The role's held-out metrics (`Infill.outcomes`: characters restored, degenerate-span
+    share), averaged over the windows, and each judge's mean score."""
     fills = [
         "".join(f for f, m in zip(text, row["masked"], strict=True) if m == mask)
         for text, row in zip(filled, rows, strict=True)
     ]
-    pairs = list(zip(fills, filled, rows, strict=True))
-    total = sum(len(row["answer"]) for row in rows)
+    details = Infill(mask).outcomes(fills, rows).details
     results = {
-        "char_accuracy": sum(restored(fill, row["answer"]) for fill, _, row in pairs) / total,
-        "degenerate_spans": sum(
-            degenerate_share(row["masked"], text, mask) for _, text, row in pairs
-        )
-        / len(rows),
+        name: sum(detail[name] for detail in details) / len(details)
+        for name in ("char_accuracy", "degenerate_spans")
     }
     for name, judge in judges.items():
         results[name] = sum(judge.score(filled)) / len(filled)
@@ -116,7 +117,7 @@ def main() -> None:
     network = load_char_diffusion(str(cfg.generator_checkpoint), dropout=0.0).eval()
     judges = {"judge": load_char_judge(str(cfg.judge_checkpoint))}
     folders = round_folders(cfg)
-    if folders and all((folder / JUDGE).is_dir() for folder in folders):
+    if folders and all((folder / DONE).exists() for folder in folders):  # as rounds_judge
         judges["last_round_judge"] = load_char_judge(str(folders[-1] / JUDGE))
     print(f"generator {cfg.generator_checkpoint}, {len(rows)} held-out windows, order {args.order}")
     for steps in (int(s) for s in args.steps.split(",")):
