@@ -5,6 +5,10 @@ As a GRPO policy its prompt is the masked window and its completion the characte
 the masked positions, left to right. The log-probability of a completion is that of its
 characters at those positions, so the objective (advantages, clipping, k3 KL, loss types)
 applies unchanged: `CharDiffusionNetwork` is a `PolicyNetwork` like the causal LM.
+
+A sampler may reveal the characters over several denoising steps (`reveal_steps`, the step
+that drew each one): a character's log-probability is then read from the window as it was at
+its step, the characters of earlier steps shown and the rest still masked.
 """
 
 from __future__ import annotations
@@ -76,17 +80,41 @@ class CharDiffusionNetwork(nn.Module):
         """Logits [N, M, V] at each row's masked positions, left to right, and the mask [N, M]
         of real ones (rows have different numbers of masked positions); `width` cuts M."""
         index, valid = masked_positions(prompt_ids, width)
-        logits = self.logits(prompt_ids)
-        gathered = logits.gather(1, index.unsqueeze(-1).expand(-1, -1, logits.size(-1)))
-        return gathered, valid
+        return self.logits_at(prompt_ids, index), valid
+
+    def logits_at(self, ids: Tensor, index: Tensor) -> Tensor:
+        """Logits [N, M, V] at the columns `index` [N, M] of each row of `ids` [N, W]."""
+        logits = self.logits(ids)
+        return logits.gather(1, index.unsqueeze(-1).expand(-1, -1, logits.size(-1)))
+
+    def stepwise_logits(self, sequences: Sequences) -> Tensor:
+        """Logits [N, M] of each completion character from the window as its denoising step
+        saw it (`reveal_steps`): for step k, the characters of steps < k shown at their masked
+        positions, the others masked. All steps run as one batch of K * N windows."""
+        prompt_ids = sequences.prompt_ids.to(self.device)
+        targets = sequences.completion_ids.to(self.device)
+        index, valid = masked_positions(prompt_ids, targets.size(1))
+        steps = sequences.reveal_steps
+        if steps is None or not bool((steps > 0).any()):
+            return self.logits_at(prompt_ids, index)
+        steps = steps.to(self.device)
+        count = int(steps.max()) + 1
+        windows = []
+        for step in range(count):
+            shown = valid & (steps < step) & (targets >= FIRST_CHAR)
+            windows.append(revealed(prompt_ids, index, targets, shown))
+        logits = self.logits_at(torch.cat(windows), index.repeat(count, 1))
+        logits = logits.view(count, *targets.shape, -1)
+        own = steps.clamp(0, count - 1).unsqueeze(0).unsqueeze(-1)
+        return logits.gather(0, own.expand(1, -1, -1, logits.size(-1))).squeeze(0)
 
     # ------------------------------------------------------------------ PolicyNetwork
     def log_probs(
         self, sequences: Sequences, temperature: float = 1.0, with_entropy: bool = False
     ) -> tuple[Tensor, Tensor | None]:
-        """Log-probs [N, M] of the completion characters at the masked positions."""
-        width = sequences.completion_ids.size(1)
-        logits, _ = self.masked_logits(sequences.prompt_ids.to(self.device), width)
+        """Log-probs [N, M] of the completion characters at the masked positions, each from
+        the window as its denoising step saw it (`stepwise_logits`)."""
+        logits = self.stepwise_logits(sequences)
         logps = torch.log_softmax(logits / temperature, dim=-1)
         targets = sequences.completion_ids.to(self.device)
         per_token = logps.gather(-1, targets.clamp(min=FIRST_CHAR).unsqueeze(-1)).squeeze(-1)
@@ -139,6 +167,15 @@ def masked_positions(prompt_ids: Tensor, width: int | None = None) -> tuple[Tens
         index = torch.cat([index, index.new_zeros(index.size(0), width - index.size(1))], dim=1)
     valid = torch.arange(width, device=prompt_ids.device).unsqueeze(0) < counts.unsqueeze(1)
     return index.masked_fill(~valid, 0), valid
+
+
+def revealed(ids: Tensor, index: Tensor, chars: Tensor, shown: Tensor) -> Tensor:
+    """A copy of windows `ids` [N, W] with `chars` [N, M] written at the columns `index`
+    [N, M] where `shown` [N, M] is true (the other columns unchanged)."""
+    out = ids.clone()
+    rows = torch.arange(ids.size(0), device=ids.device).unsqueeze(1).expand_as(index)
+    out[rows[shown], index[shown]] = chars[shown]
+    return out
 
 
 def load_char_diffusion(

@@ -41,7 +41,8 @@ KINDS = ("generated", "early", "swapped", "replay")
 
 class Corruptor:
     """Makes corrupted versions of windows, of the kinds in `weights` (kind -> share); a
-    generated kind fills with one of its `generators`, drawn per batch."""
+    generated kind fills with one of its `generators`, drawn per batch, in `denoising_steps`
+    as the GRPO sampler does."""
 
     def __init__(
         self,
@@ -55,6 +56,7 @@ class Corruptor:
         replay_temperatures: list[float] | None = None,
         worse_only: bool = False,
         better_as_real: bool = False,
+        denoising_steps: int = 1,
     ) -> None:
         check_temperatures("stages.judge.train.temperatures", temperatures)
         check_temperatures("rounds.replay_temperatures", replay_temperatures, nullable=True)
@@ -69,6 +71,7 @@ class Corruptor:
         self.max_swaps = max_swaps
         self.worse_only = worse_only
         self.better_as_real = better_as_real
+        self.denoising_steps = denoising_steps
 
     def corrupt(self, rows: list[dict[str, Any]], rng: random.Random) -> list[str]:
         """One corrupted window per row, each of a kind drawn by `weights`."""
@@ -109,7 +112,9 @@ class Corruptor:
             return texts, [1.0] * len(texts), [0.0] * len(texts)
         masked = [self.remask(row, rng) for row in rows]
         temperature = rng.choice(self.temperatures[kind])
-        sampler = CharDiffusionSampler(len(rows[0]["text"]), temperature or 1.0, self.top_p)
+        sampler = CharDiffusionSampler(
+            len(rows[0]["text"]), temperature or 1.0, self.top_p, self.denoising_steps
+        )
         prompts = [row["masked"] for row in masked]
         generator = rng.choice(self.generators[kind])
         fills = sampler.sample(generator, prompts, 1, greedy=temperature == 0).completions
@@ -288,6 +293,7 @@ def train_judge(
         replay_temperatures,
         worse_only,
         better_as_real,
+        int(cfg.rollout.denoising_steps),  # negatives are drawn as GRPO's sampler draws
     )
     module = JudgeModule(judge, corruptor, optimizer, max_steps, warmup_steps, cfg.seed, name)
     log.info(

@@ -22,6 +22,9 @@ class Rollout:
     completions: list[str]  # decoded completions without special tokens
     # [N, T] the sampler's own log-probs of the sampled tokens; None when it reports none
     sampler_logps: Tensor | None = None
+    # [N, T] the denoising step that drew each token (a masked model's sampler, in steps);
+    # None: every token at once
+    reveal_steps: Tensor | None = None
 
     @property
     def lengths(self) -> Tensor:
@@ -44,6 +47,7 @@ class Rollout:
             is_clipped=self.is_clipped[index],
             completions=[self.completions[i] for i in index.tolist()],
             sampler_logps=None if self.sampler_logps is None else self.sampler_logps[index, :width],
+            reveal_steps=None if self.reveal_steps is None else self.reveal_steps[index, :width],
         )
 
 
@@ -59,6 +63,7 @@ def join_rollouts(rollouts: list[Rollout], pad_token_id: int) -> Rollout:
         return torch.nn.functional.pad(tensor, (missing, 0) if left else (0, missing), value=value)
 
     sampler_logps = [part.sampler_logps for part in rollouts]
+    reveal_steps = [part.reveal_steps for part in rollouts]
     return Rollout(
         prompt_ids=torch.cat(
             [padded(p.prompt_ids, prompt_width, pad_token_id, True) for p in rollouts]
@@ -75,6 +80,19 @@ def join_rollouts(rollouts: list[Rollout], pad_token_id: int) -> Rollout:
         sampler_logps=None
         if any(logps is None for logps in sampler_logps)
         else torch.cat([padded(logps, completion_width, 0, False) for logps in sampler_logps]),
+        reveal_steps=None
+        if all(steps is None for steps in reveal_steps)
+        else torch.cat(
+            [
+                padded(
+                    torch.zeros_like(part.completion_ids) if steps is None else steps,
+                    completion_width,
+                    0,
+                    False,
+                )
+                for part, steps in zip(rollouts, reveal_steps, strict=True)
+            ]
+        ),
     )
 
 
