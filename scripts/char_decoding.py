@@ -1,9 +1,11 @@
-"""Greedy fills of a char generator decoded in K steps: every masked position at once (K=1,
-what the recipe's sampler does), or revealed over K passes, the positions the generator is
-most sure of first, each later pass reading the characters already revealed. Prints, per K,
-the characters restored, the degenerate-span share and each judge's mean score on the
-held-out windows, for the generator and judges the config names (cached stages; the rounds'
-last judge too when every round is cached). Trains nothing; no GRPO is involved.
+"""Greedy fills of a char generator decoded in K passes: every masked position at once (K=1),
+or revealed over K passes, each later pass reading the characters already revealed, the
+positions the generator is most sure of first (`sure`: what the recipe's sampler does greedily
+with rollout.denoising_steps=K, written here as a plain loop, its reference in the tests) or in
+a fixed order (`span`, `stride`). Prints, per K, the characters restored, the degenerate-span
+share and each judge's mean score on the held-out windows, for the generator and judges the
+config names (cached stages; the rounds' last judge too when every round is cached). Trains
+nothing; no GRPO is involved.
 
     .venv/bin/python scripts/char_decoding.py seed=43 [data.path=FILE] [--steps 1,2,4,8] [--order sure]
 """

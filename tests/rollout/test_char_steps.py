@@ -12,6 +12,7 @@ from src.model.char_encoder import MASK
 from src.policy.infill import Infill
 from src.rollout.char_diffusion import CharDiffusionSampler, nucleus_sample, surest
 from src.rollout.rollout import join_rollouts
+from src.utils.errors import ConfigError
 
 PROMPTS = ["the c█t s█t on ██e mat", "a d██ ran ███ay fast!!"]
 
@@ -112,5 +113,5 @@ def test_steps_survive_selecting_and_joining_rows(network):
 
 @pytest.mark.parametrize("steps", [0, -2, 1.5, True])
 def test_bad_step_counts_are_refused_by_name(steps):
-    with pytest.raises(ValueError, match="rollout.denoising_steps"):
+    with pytest.raises(ConfigError, match=r"rollout\.denoising_steps must be an integer >= 1"):
         CharDiffusionSampler(24, denoising_steps=steps)
