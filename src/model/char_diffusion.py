@@ -88,7 +88,7 @@ class CharDiffusionNetwork(nn.Module):
         return logits.gather(1, index.unsqueeze(-1).expand(-1, -1, logits.size(-1)))
 
     def stepwise_logits(self, sequences: Sequences) -> Tensor:
-        """Logits [N, M] of each completion character from the window as its denoising step
+        """Logits [N, M, V] for each completion character from the window as its denoising step
         saw it (`reveal_steps`): for step k, the characters of steps < k shown at their masked
         positions, the others masked. All steps run as one batch of K * N windows."""
         prompt_ids = sequences.prompt_ids.to(self.device)
