@@ -83,7 +83,7 @@ def test_rounds_train_in_turn_and_one_more_round_trains_only_that_one(make_cfg, 
     ],
 )
 def test_bad_round_settings_are_refused_before_anything_loads(make_cfg, override, message):
-    cfg = make_cfg(*SMALL, override, tiny=False)
+    cfg = make_cfg(*SMALL, "rounds.count=3", override, tiny=False)  # one round reads none
     with pytest.raises(ConfigError) as caught:
         check_settings(cfg)
     assert message in str(caught.value) and "\n" not in str(caught.value)
