@@ -105,7 +105,7 @@ class CharDiffusionNetwork(nn.Module):
             windows.append(revealed(prompt_ids, index, targets, shown))
         logits = self.logits_at(torch.cat(windows), index.repeat(count, 1))
         logits = logits.view(count, *targets.shape, -1)
-        own = steps.clamp(0, count - 1).unsqueeze(0).unsqueeze(-1)
+        own = steps.unsqueeze(0).unsqueeze(-1)  # each character's own step, in [0, count)
         return logits.gather(0, own.expand(1, -1, -1, logits.size(-1))).squeeze(0)
 
     # ------------------------------------------------------------------ PolicyNetwork
