@@ -98,7 +98,8 @@ def scores(
         for name in ("char_accuracy", "degenerate_spans")
     }
     for name, judge in judges.items():
-        results[name] = sum(judge.score(filled)) / len(filled)
+        masked = [row["masked"] for row in rows]  # read by a judge that sees the mask
+        results[name] = sum(judge.score(filled, masked=masked)) / len(filled)
     return results
 
 

@@ -94,9 +94,10 @@ class CharEncoder(nn.Module):
         self.norm = nn.LayerNorm(hidden_size)
         self.max_length = max_length
 
-    def forward(self, ids: Tensor) -> Tensor:
+    def forward(self, ids: Tensor, added: Tensor | None = None) -> Tensor:
         """Hidden states [N, W, H] of windows `ids` [N, W]; padding (left or right) is not
-        attended to, and positions count from each row's first real character."""
+        attended to, and positions count from each row's first real character. `added`
+        [N, W, H] joins the character embeddings (a judge's marks of filled positions)."""
         if ids.size(1) > self.max_length:
             raise ValueError(
                 f"windows of {ids.size(1)} characters exceed the model's {self.max_length}; "
@@ -105,6 +106,8 @@ class CharEncoder(nn.Module):
         real = ids != PAD
         positions = (real.long().cumsum(dim=1) - 1).clamp(min=0)
         hidden = self.embed(ids)
+        if added is not None:
+            hidden = hidden + added
         hidden = hidden + self.local(hidden.transpose(1, 2)).transpose(1, 2)
         hidden = hidden + self.position(positions)
         attend = None if bool(real.all()) else real[:, None, None, :]

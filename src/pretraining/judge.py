@@ -9,7 +9,11 @@ temperature drawn per batch from `temperatures` (0: greedy), so the judge also k
 degenerate fills of a sharpened generator (runs of spaces or of one letter). Half of every
 batch is real. Held-out windows report the judge's accuracy on each kind
 (`judge/val_accuracy_<kind>`, threshold 0.5) and its mean score of each kind
-(`judge/val_score_<kind>`). A later round's judge continues the one before (`init`)."""
+(`judge/val_score_<kind>`). A later round's judge continues the one before (`init`).
+
+A judge that sees the mask (`model.sees_mask`) is shown every window with the positions that
+were filled: a real window with a fresh mask over its own characters, a generated one with the
+mask its generator filled, and a swapped one with its random characters inside a fresh mask."""
 
 from __future__ import annotations
 
@@ -17,7 +21,7 @@ import logging
 import random
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import lightning as L
 import torch
@@ -39,10 +43,21 @@ log = logging.getLogger(__name__)
 KINDS = ("generated", "early", "swapped", "replay")
 
 
+class Corrupted(NamedTuple):
+    """Corrupted windows with each one's weight in the loss, label (0: corrupted, 1: as good
+    as real) and masked version (the mask character at the positions that were filled)."""
+
+    texts: list[str]
+    weights: list[float]
+    labels: list[float]
+    masked: list[str]
+
+
 class Corruptor:
     """Makes corrupted versions of windows, of the kinds in `weights` (kind -> share); a
     generated kind fills with one of its `generators`, drawn per batch, in `denoising_steps`
-    as the GRPO sampler does."""
+    as the GRPO sampler does. With `sees_mask`, swapped characters fall inside a fresh mask,
+    which is what the judge is shown as filled."""
 
     def __init__(
         self,
@@ -57,6 +72,7 @@ class Corruptor:
         worse_only: bool = False,
         better_as_real: bool = False,
         denoising_steps: int = 1,
+        sees_mask: bool = False,
     ) -> None:
         check_temperatures("stages.judge.train.temperatures", temperatures)
         check_temperatures("rounds.replay_temperatures", replay_temperatures, nullable=True)
@@ -72,35 +88,34 @@ class Corruptor:
         self.worse_only = worse_only
         self.better_as_real = better_as_real
         self.denoising_steps = denoising_steps
+        self.sees_mask = sees_mask
+        self.mask_char = mask_char
 
     def corrupt(self, rows: list[dict[str, Any]], rng: random.Random) -> list[str]:
         """One corrupted window per row, each of a kind drawn by `weights`."""
         return self.corrupt_weighted(rows, rng)[0]
 
-    def corrupt_weighted(
-        self, rows: list[dict[str, Any]], rng: random.Random
-    ) -> tuple[list[str], list[float], list[float]]:
+    def corrupt_weighted(self, rows: list[dict[str, Any]], rng: random.Random) -> Corrupted:
         """One corrupted window per row, each of a kind drawn by `weights`, with each one's
-        weight in the loss and label (`made`)."""
+        weight in the loss, label and masked version (`made`)."""
         kinds = rng.choices(list(self.weights), list(self.weights.values()), k=len(rows))
-        texts, weights, labels = [""] * len(rows), [1.0] * len(rows), [0.0] * len(rows)
+        out = Corrupted([""] * len(rows), [1.0] * len(rows), [0.0] * len(rows), [""] * len(rows))
         for kind in self.weights:
             chosen = [i for i, k in enumerate(kinds) if k == kind]
             if chosen:
                 made = self.made(kind, [rows[i] for i in chosen], rng)
-                for i, text, weight, label in zip(chosen, *made, strict=True):
-                    texts[i], weights[i], labels[i] = text, weight, label
-        return texts, weights, labels
+                for j, i in enumerate(chosen):
+                    for field, values in zip(out, made, strict=True):
+                        field[i] = values[j]
+        return out
 
     def make(self, kind: str, rows: list[dict[str, Any]], rng: random.Random) -> list[str]:
         """Windows of one kind of corruption, made from `rows`."""
         return self.made(kind, rows, rng)[0]
 
-    def made(
-        self, kind: str, rows: list[dict[str, Any]], rng: random.Random
-    ) -> tuple[list[str], list[float], list[float]]:
+    def made(self, kind: str, rows: list[dict[str, Any]], rng: random.Random) -> Corrupted:
         """Windows of one kind of corruption, made from `rows`, with each one's weight in the
-        loss and label (0: corrupted, 1: as good as real). Every window is a negative of
+        loss, label (0: corrupted, 1: as good as real) and masked version. Every window is a negative of
         weight 1, but a fill is compared with the pretrained generator's greedy fill of the
         same masked window (how many masked characters each restores): with `worse_only` one
         restoring as many or more has weight 0, so the judge learns "worse than the
@@ -108,8 +123,7 @@ class Corruptor:
         `better_as_real` one restoring more is labelled 1, so the judge also learns what
         better fills look like."""
         if kind == "swapped":
-            texts = [swapped(row["text"], rng.randint(1, self.max_swaps), rng) for row in rows]
-            return texts, [1.0] * len(texts), [0.0] * len(texts)
+            return self.swapped(rows, rng)
         masked = [self.remask(row, rng) for row in rows]
         temperature = rng.choice(self.temperatures[kind])
         sampler = CharDiffusionSampler(
@@ -122,7 +136,7 @@ class Corruptor:
             self.infill.filled(row["masked"], fill) for row, fill in zip(masked, fills, strict=True)
         ]
         if not (self.worse_only or self.better_as_real):
-            return texts, [1.0] * len(texts), [0.0] * len(texts)
+            return Corrupted(texts, [1.0] * len(texts), [0.0] * len(texts), prompts)
         pretrained = self.generators["generated"][0]
         best = (  # the pretrained generator's greedy fills: those drawn, when they are
             fills
@@ -135,7 +149,27 @@ class Corruptor:
             better = self.better_as_real and mine > theirs
             weights.append(float(mine < theirs or better or not self.worse_only))
             labels.append(float(better))
-        return texts, weights, labels
+        return Corrupted(texts, weights, labels, prompts)
+
+    def swapped(self, rows: list[dict[str, Any]], rng: random.Random) -> Corrupted:
+        """Windows with 1..max_swaps characters replaced by random ones: anywhere, or with
+        `sees_mask` inside a fresh mask, which is then the masked version shown."""
+        texts, masked = [], []
+        for row in rows:
+            count = rng.randint(1, self.max_swaps)
+            if not self.sees_mask:
+                texts.append(swapped(row["text"], count, rng))
+                masked.append(row["text"])  # nothing marked: this judge is shown no mask
+                continue
+            prompt = self.remask(row, rng)["masked"]
+            inside = [i for i, char in enumerate(prompt) if char == self.mask_char]
+            texts.append(swapped(row["text"], count, rng, inside))
+            masked.append(prompt)
+        return Corrupted(texts, [1.0] * len(texts), [0.0] * len(texts), masked)
+
+    def masks(self, rows: list[dict[str, Any]], rng: random.Random) -> list[str] | None:
+        """Fresh masked versions of real windows for a judge that sees the mask, else None."""
+        return [self.remask(row, rng)["masked"] for row in rows] if self.sees_mask else None
 
 
 def check_temperatures(key: str, values: Any, nullable: bool = False) -> None:
@@ -152,10 +186,12 @@ def check_temperatures(key: str, values: Any, nullable: bool = False) -> None:
         raise ConfigError(f"{key} must be {allowed} of numbers >= 0 (0: greedy), got {values!r}")
 
 
-def swapped(text: str, count: int, rng: random.Random) -> str:
-    """`text` with `count` positions replaced by a different random character."""
+def swapped(text: str, count: int, rng: random.Random, positions: list[int] | None = None) -> str:
+    """`text` with `count` of `positions` (default: any) replaced by a different random
+    character."""
     chars = list(text)
-    for position in rng.sample(range(len(chars)), min(count, len(chars))):
+    allowed = range(len(chars)) if positions is None else positions
+    for position in rng.sample(allowed, min(count, len(allowed))):
         chars[position] = rng.choice([c for c in ALPHABET if c != chars[position]])
     return "".join(chars)
 
@@ -192,11 +228,13 @@ class JudgeModule(L.LightningModule):
 
     def training_step(self, batch: list[dict[str, Any]], batch_idx: int) -> Tensor:
         rng = random.Random(f"{self.seed}:{self.name}:{self.global_step}")
-        corrupted, counted, targets = self.corruptor.corrupt_weighted(batch, rng)
-        texts = [row["text"] for row in batch] + corrupted
-        labels = torch.tensor([1.0] * len(batch) + targets, device=self.device)
-        weights = torch.tensor([1.0] * len(batch) + counted, device=self.device)
-        logits = self.judge(self.judge.encode(texts))
+        corrupted = self.corruptor.corrupt_weighted(batch, rng)
+        real = self.corruptor.masks(batch, rng)
+        texts = [row["text"] for row in batch] + corrupted.texts
+        masked = None if real is None else real + corrupted.masked
+        labels = torch.tensor([1.0] * len(batch) + corrupted.labels, device=self.device)
+        weights = torch.tensor([1.0] * len(batch) + corrupted.weights, device=self.device)
+        logits = self.judge(*self.judge.encode(texts, masked))
         losses = torch.nn.functional.binary_cross_entropy_with_logits(
             logits, labels, reduction="none"
         )
@@ -208,11 +246,13 @@ class JudgeModule(L.LightningModule):
 
     def validation_step(self, batch: list[dict[str, Any]], batch_idx: int) -> None:
         rng = random.Random(f"{self.seed}:{self.name}-val:{batch_idx}")
-        scored = {"real": [row["text"] for row in batch]}
+        real = self.corruptor.masks(batch, rng)
+        scored = {"real": ([row["text"] for row in batch], real)}
         for kind in self.corruptor.weights:
-            scored[kind] = self.corruptor.make(kind, batch, rng)
-        for kind, texts in scored.items():
-            self.val_scores.setdefault(kind, []).extend(self.judge.score(texts))
+            made = self.corruptor.made(kind, batch, rng)
+            scored[kind] = (made.texts, made.masked if real is not None else None)
+        for kind, (texts, masked) in scored.items():
+            self.val_scores.setdefault(kind, []).extend(self.judge.score(texts, masked=masked))
 
     def on_validation_epoch_end(self) -> None:
         scores, self.val_scores = self.val_scores, {}
@@ -294,6 +334,7 @@ def train_judge(
         worse_only,
         better_as_real,
         int(cfg.rollout.denoising_steps),  # negatives are drawn as GRPO's sampler draws
+        judge.sees_mask,
     )
     module = JudgeModule(judge, corruptor, optimizer, max_steps, warmup_steps, cfg.seed, name)
     log.info(

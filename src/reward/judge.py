@@ -24,14 +24,15 @@ class TextScorer(Protocol):
 
 
 class CharJudgeScorer:
-    """The character judge behind `TextScorer` (it reads windows alone, never prompts)."""
+    """The character judge behind `TextScorer`: `pairs`, when given, are the masked windows,
+    which a judge that sees the mask reads beside each filled one (any other ignores them)."""
 
     def __init__(self, folder: str, device: str, batch_size: int) -> None:
         self.judge = load_char_judge(folder, CONFIG_KEY).to(resolve_device(device))
         self.batch_size = batch_size
 
     def score(self, texts: list[str], pairs: list[str] | None = None) -> list[float]:
-        return self.judge.score(texts, self.batch_size)
+        return self.judge.score(texts, self.batch_size, masked=pairs)
 
 
 class JudgeReward:

@@ -3,6 +3,8 @@ them at once, and folders that reload the same model and refuse the wrong kind."
 
 from __future__ import annotations
 
+import json
+
 import pytest
 import torch
 
@@ -112,3 +114,38 @@ def test_the_judge_scores_probabilities_and_reloads_the_same(tmp_path):
     assert load_char_judge(tmp_path / "judge").score(["a real sentence"]) == pytest.approx(
         scores[:1]
     )
+
+
+def test_a_judge_that_sees_the_mask_reads_the_filled_positions_and_needs_them(tmp_path):
+    torch.manual_seed(0)
+    judge = CharJudge(**SMALL, sees_mask=True)
+    text = "the cat sat on the mat"
+    one, other = "the c█t sat on the mat", "the cat sat on ██e mat"
+    ids, marks = judge.encode([text, text], [one, other])
+    assert marks[0].nonzero().flatten().tolist() == [5]
+    assert marks[1].nonzero().flatten().tolist() == [15, 16]
+    first, second = judge.score([text, text], masked=[one, other])
+    assert first != pytest.approx(second)  # the same window, marked differently
+    with pytest.raises(ValueError, match="prompt_field=masked"):
+        judge.score([text])
+    with pytest.raises(
+        ConfigError, match="stages.judge.train.model.sees_mask must be true or false"
+    ):
+        CharJudge(**SMALL, sees_mask="yes")
+    judge.save(tmp_path / "judge")
+    again = load_char_judge(tmp_path / "judge")
+    assert again.sees_mask
+    assert again.score([text], masked=[one]) == pytest.approx([first])
+
+
+def test_a_judge_saved_before_masks_existed_loads_as_one_that_does_not_see_them(tmp_path):
+    judge = CharJudge(**SMALL)
+    judge.save(tmp_path / "judge")
+    settings = tmp_path / "judge" / "char_model.json"
+    saved = json.loads(settings.read_text())
+    saved["settings"].pop("sees_mask")
+    settings.write_text(json.dumps(saved))
+    again = load_char_judge(tmp_path / "judge")
+    assert not again.sees_mask
+    ids, marks = again.encode(["abc"], ["a█c"])
+    assert not marks.any()  # a judge that does not see the mask ignores it

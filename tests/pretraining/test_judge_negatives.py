@@ -72,7 +72,7 @@ def test_replayed_policies_fill_at_their_own_temperatures(data):
 def test_worse_only_counts_a_fill_only_below_the_generators_greedy_fill(data):
     rows = data.train_rows[:16]
     made = corruptor(data, [0.0], {"generated": 1.0}, worse_only=True)
-    texts, weights, labels = made.corrupt_weighted(rows, random.Random(0))
+    texts, weights, labels, _ = made.corrupt_weighted(rows, random.Random(0))
     assert weights == [0.0] * 16  # the greedy fill itself is no worse than itself
     assert labels == [0.0] * 16
     sampled = corruptor(data, [1.0], {"generated": 1.0}, worse_only=True)
@@ -80,7 +80,7 @@ def test_worse_only_counts_a_fill_only_below_the_generators_greedy_fill(data):
     swaps = corruptor(data, [1.0], {"swapped": 1.0}, worse_only=True)
     assert swaps.corrupt_weighted(rows, random.Random(0))[1] == [1.0] * 16  # always worse
     plain = corruptor(data, [1.0], {"generated": 1.0})
-    assert plain.corrupt_weighted(rows, random.Random(0))[1:] == ([1.0] * 16, [0.0] * 16)
+    assert plain.corrupt_weighted(rows, random.Random(0))[1:3] == ([1.0] * 16, [0.0] * 16)
 
 
 def test_better_as_real_labels_fills_that_restore_more_than_the_greedy_fill_real(data):
@@ -95,7 +95,7 @@ def test_better_as_real_labels_fills_that_restore_more_than_the_greedy_fill_real
             **more,
         )  # fmt: skip
 
-    texts, weights, labels = build([1.0], worse_only=True, better_as_real=True).corrupt_weighted(
+    texts, weights, labels, _ = build([1.0], worse_only=True, better_as_real=True).corrupt_weighted(
         rows, random.Random(0)
     )
     greedy = build([0.0]).make("generated", rows, random.Random(0))
@@ -118,3 +118,38 @@ def test_better_as_real_labels_fills_that_restore_more_than_the_greedy_fill_real
 def test_restored_counts_equal_characters_in_place():
     assert restored("abc", "abd") == 2
     assert restored("ab", "abc") == 2
+
+
+@pytest.mark.parametrize("kind", ["generated", "swapped"])
+def test_a_judge_that_sees_the_mask_is_shown_where_each_negative_was_changed(data, kind):
+    rows = data.train_rows[:16]
+    made = corruptor(data, [1.0], {kind: 1.0}, sees_mask=True).corrupt_weighted(
+        rows, random.Random(0)
+    )
+    for text, masked, row in zip(made.texts, made.masked, rows, strict=True):
+        marked = {i for i, char in enumerate(masked) if char == "█"}
+        changed = {i for i, (a, b) in enumerate(zip(text, row["text"], strict=True)) if a != b}
+        assert len(marked) == round(0.25 * 24)  # the data's mask ratio
+        assert changed <= marked  # nothing outside the mask is touched
+        assert all(masked[i] == row["text"][i] for i in range(24) if i not in marked)
+    if kind == "swapped":
+        assert all(text != row["text"] for text, row in zip(made.texts, rows, strict=True))
+
+
+def test_real_windows_get_fresh_masks_only_for_a_judge_that_sees_them(data):
+    rows = data.train_rows[:4]
+    assert corruptor(data, [1.0], {"swapped": 1.0}).masks(rows, random.Random(0)) is None
+    masks = corruptor(data, [1.0], {"swapped": 1.0}, sees_mask=True).masks(rows, random.Random(0))
+    for masked, row in zip(masks, rows, strict=True):
+        assert masked.count("█") == 6
+        assert all(m in ("█", t) for m, t in zip(masked, row["text"], strict=True))
+
+
+def test_swaps_without_the_mask_draw_as_before(data):
+    rows = data.train_rows[:8]
+    made = corruptor(data, [1.0], {"swapped": 1.0}).corrupt_weighted(rows, random.Random(3))
+    rng = random.Random(3)
+    rng.choices(["swapped"], [1.0], k=8)  # the kinds drawn first
+    expected = [swapped(row["text"], rng.randint(1, 3), rng) for row in rows]
+    assert made.texts == expected
+    assert made.masked == [row["text"] for row in rows]  # nothing marked

@@ -15,6 +15,7 @@ import torch
 
 from src.grpo.module import GRPOModule
 from src.model.char_diffusion import load_char_diffusion
+from src.model.char_judge import load_char_judge
 from src.pretraining.stages import run_stages
 from src.runs.parts import build_run_parts
 from src.train import train
@@ -65,6 +66,19 @@ def test_the_recipe_runs_from_nothing_then_reuses_its_stages(make_cfg):
         (judge / "weights.pt").stat().st_mtime,
     )
     assert sorted(history(cfg, second, "eval/judge")) == [0, 2]
+
+
+def test_a_judge_that_sees_the_mask_trains_and_scores_each_rows_masked_window(make_cfg):
+    cfg = make_cfg(*SMALL, "stages.judge.train.model.sees_mask=true", tiny=False)
+    parts = build_run_parts(cfg)
+    run_stages(cfg, parts.datamodule, [])
+    judge = load_char_judge(cfg.judge_checkpoint)
+    assert judge.sees_mask
+    rows = parts.datamodule.val_rows[:4]
+    texts = [row["text"] for row in rows]  # fills that restore every character
+    scores = build(cfg.reward.functions.judge)(texts, rows)
+    assert scores == pytest.approx(judge.score(texts, masked=[row["masked"] for row in rows]))
+    assert scores != pytest.approx(judge.score(texts, masked=texts))  # nothing marked differs
 
 
 def grpo_steps(cfg, monkeypatch) -> tuple[GRPOModule, dict[str, int], bool]:

@@ -28,6 +28,17 @@ def test_a_char_judge_folder_scores_windows_with_the_judges_probability(tmp_path
     assert reward(texts, ROWS) == pytest.approx(judge.score(texts))
 
 
+def test_a_judge_that_sees_the_mask_reads_each_rows_masked_window(tmp_path):
+    torch.manual_seed(0)
+    judge = CharJudge(**SMALL, sees_mask=True)
+    judge.save(tmp_path / "judge")
+    reward = JudgeReward(str(tmp_path / "judge"), prompt_field="masked", device="cpu")
+    texts = ["the cat sat on the mat", "the cat sat on the mat"]
+    rows = [{"masked": "the c█t sat on the mat"}, {"masked": "the cat sat on ██e mat"}]
+    masked = [row["masked"] for row in rows]
+    assert reward(texts, rows) == pytest.approx(judge.score(texts, masked=masked))
+
+
 def test_a_sequence_classifier_scores_prompt_answer_pairs(tmp_path):
     folder = save_tiny_classifier(tmp_path / "rm", num_labels=1)
     direct = SequenceClassifierScorer(str(folder), device="cpu")
