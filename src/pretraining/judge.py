@@ -115,13 +115,13 @@ class Corruptor:
 
     def made(self, kind: str, rows: list[dict[str, Any]], rng: random.Random) -> Corrupted:
         """Windows of one kind of corruption, made from `rows`, with each one's weight in the
-        loss, label (0: corrupted, 1: as good as real) and masked version. Every window is a negative of
-        weight 1, but a fill is compared with the pretrained generator's greedy fill of the
-        same masked window (how many masked characters each restores): with `worse_only` one
-        restoring as many or more has weight 0, so the judge learns "worse than the
-        generator" and a policy is not marked down for fills as good as the generator's; with
-        `better_as_real` one restoring more is labelled 1, so the judge also learns what
-        better fills look like."""
+        loss, label (0: corrupted, 1: as good as real) and masked version. Every window is a
+        negative of weight 1, but a fill is compared with the pretrained generator's greedy
+        fill of the same masked window (how many masked characters each restores): with
+        `worse_only` one restoring as many or more has weight 0, so the judge learns "worse
+        than the generator" and a policy is not marked down for fills as good as the
+        generator's; with `better_as_real` one restoring more is labelled 1, so the judge also
+        learns what better fills look like."""
         if kind == "swapped":
             return self.swapped(rows, rng)
         masked = [self.remask(row, rng) for row in rows]
@@ -250,7 +250,7 @@ class JudgeModule(L.LightningModule):
         scored = {"real": ([row["text"] for row in batch], real)}
         for kind in self.corruptor.weights:
             made = self.corruptor.made(kind, batch, rng)
-            scored[kind] = (made.texts, made.masked if real is not None else None)
+            scored[kind] = (made.texts, made.masked)  # a judge without the mask ignores them
         for kind, (texts, masked) in scored.items():
             self.val_scores.setdefault(kind, []).extend(self.judge.score(texts, masked=masked))
 
