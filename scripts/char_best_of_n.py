@@ -1,0 +1,101 @@
+"""How far the judge's score can rise by choosing among the pretrained generator's own fills.
+
+For each held-out window, N fills are sampled as the recipe samples them (`rollout.*`: its
+denoising steps, temperature and top-p) and scored by the judge, as GRPO's reward does. Prints
+the judge's mean score and the characters restored for the greedy fill (GRPO's step 0), for a
+sampled fill, and for the fill the judge scores highest of the N: what a policy that always
+found the judge's favourite among the generator's own draws would get. GRPO reweights those
+draws, so this is the reach of its first steps, and whether the judge's favourite restores
+more characters or fewer says whether climbing the judge also restores them. Trains nothing.
+
+    .venv/bin/python scripts/char_best_of_n.py seed=43 [data.path=FILE] [--n 64]
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import Tensor
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from src.model.char_diffusion import load_char_diffusion  # noqa: E402
+from src.model.network import PolicyNetwork  # noqa: E402
+from src.policy.episode import run_episode  # noqa: E402
+from src.policy.infill import Infill  # noqa: E402
+from src.pretraining.stages import require_trained_stages, resolve_stage_checkpoints  # noqa: E402
+from src.reward.combine import CombinedReward  # noqa: E402
+from src.rollout.sampler import Sampler  # noqa: E402
+from src.utils.compose import compose_train_config  # noqa: E402
+from src.utils.config import build  # noqa: E402
+
+
+def drawn(
+    network: PolicyNetwork,
+    sampler: Sampler,
+    role: Infill,
+    reward: CombinedReward,
+    rows: list[dict[str, Any]],
+    n: int,
+    windows: int = 16,
+    name: str = "judge",
+) -> tuple[Tensor, Tensor]:
+    """[W, N] reward function `name`'s score and the characters restored of N sampled fills
+    per window, `windows` windows a batch."""
+    scores, restored = [], []
+    for start in range(0, len(rows), windows):
+        part = rows[start : start + windows]
+        episode = run_episode(network, sampler, role, reward, part, n)
+        scores.append(episode.reward_parts[name].view(len(part), n).cpu())
+        accuracy = [detail["char_accuracy"] for detail in episode.details]
+        restored.append(torch.tensor(accuracy, dtype=torch.float32).view(len(part), n))
+    return torch.cat(scores), torch.cat(restored)
+
+
+def favourite(scores: Tensor, restored: Tensor) -> tuple[float, float]:
+    """Mean score and mean characters restored of each window's highest-scored fill (the
+    first of ties)."""
+    best = scores.argmax(dim=1, keepdim=True)
+    return float(scores.gather(1, best).mean()), float(restored.gather(1, best).mean())
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("overrides", nargs="*", help="config overrides, as for src.train")
+    parser.add_argument("--n", type=int, default=64, help="fills sampled per window")
+    parser.add_argument("--windows", type=int, default=16, help="windows sampled per batch")
+    args = parser.parse_intermixed_args()
+    if args.n < 1 or args.windows < 1:
+        parser.error("--n and --windows must be at least 1")
+    cfg = compose_train_config(["task=char_diffusion", *args.overrides])
+    resolve_stage_checkpoints(cfg)
+    require_trained_stages(cfg)
+    torch.manual_seed(cfg.seed)
+    data = build(cfg.data)
+    data.prepare_rows()
+    rows = data.val_rows
+    network = load_char_diffusion(str(cfg.generator_checkpoint), dropout=0.0).eval()
+    sampler, role, reward = build(cfg.rollout), Infill(cfg.data.mask_char), build(cfg.reward)
+    print(f"generator {cfg.generator_checkpoint}\njudge {cfg.judge_checkpoint}")
+    print(f"{len(rows)} held-out windows, {args.n} fills each")
+    greedy = run_episode(network, sampler, role, reward, rows, 1, greedy=True)
+    scores, restored = drawn(network, sampler, role, reward, rows, args.n, args.windows)
+    figures = {
+        "greedy": (
+            float(greedy.reward_parts["judge"].mean()),
+            sum(detail["char_accuracy"] for detail in greedy.details) / len(rows),
+        ),
+        "sampled": (float(scores.mean()), float(restored.mean())),
+        f"judge's best of {args.n}": favourite(scores, restored),
+    }
+    for name, (score, chars) in figures.items():
+        print(f"{name:>20}: judge {score:.3f}  char_accuracy {chars:.4f}")
+
+
+if __name__ == "__main__":
+    main()
