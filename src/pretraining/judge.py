@@ -289,6 +289,7 @@ def train_judge(
     replay_temperatures: list[float] | None = None,
     worse_only: bool = False,
     better_as_real: bool = False,
+    from_generator: bool = False,
 ) -> dict[str, Any]:
     """Train a judge (`model`: its architecture, or `init`'s judge continued) against the
     generator of `cfg.generator_checkpoint`, its early snapshot and the generators saved in
@@ -296,8 +297,9 @@ def train_judge(
     into `folder`. With `worse_only`, a generated negative counts only when it restores fewer
     masked characters than the pretrained generator's greedy fill, and with `better_as_real`
     one restoring more is labelled real (`Corruptor.made`).
-    `untrained` saves it as initialised (a dry run). Metrics are named `<name>/...`. Returns
-    what the stage did."""
+    With `from_generator` the judge's encoder starts as a copy of the generator's
+    (`judge_from_generator`). `untrained` saves it as initialised (a dry run). Metrics are
+    named `<name>/...`. Returns what the stage did."""
     replay = list(replay or [])
     negatives = {kind: share for kind, share in negatives.items() if kind != "replay" or replay}
     unknown = set(negatives) - set(KINDS)
@@ -306,9 +308,15 @@ def train_judge(
             f"stages.judge.train.negatives must give positive shares to some of {KINDS}, "
             f"got {negatives}"
         )
+    if not isinstance(from_generator, bool):
+        raise ConfigError(
+            f"stages.judge.train.from_generator must be true or false, got {from_generator!r}"
+        )
     torch.manual_seed(cfg.seed)
     if init:
         judge = load_char_judge(init).train().requires_grad_(True)
+    elif from_generator:
+        judge = judge_from_generator(build(cfg.model), model)
     else:
         judge = CharJudge(max_length=datamodule.window, **model)
     if untrained:
@@ -356,6 +364,18 @@ def train_judge(
     )
     judge.save(folder)
     return {"steps": steps, **module.last_val}
+
+
+def judge_from_generator(generator: CharDiffusionNetwork, model: dict[str, Any]) -> CharJudge:
+    """A judge whose encoder is a copy of `generator`'s (its architecture and trained
+    weights: what the generator knows of the text, as a reward model starts from the policy
+    it will judge), with a fresh score head; `model` gives what the encoder does not fix
+    (dropout, sees_mask)."""
+    shape = {k: v for k, v in generator.settings.items() if k not in ("mask_char", "dropout")}
+    rest = {k: v for k, v in model.items() if k not in shape}
+    judge = CharJudge(**shape, **rest)
+    judge.encoder.load_state_dict(generator.encoder.state_dict())
+    return judge
 
 
 def frozen_generator(folder: Path) -> CharDiffusionNetwork:

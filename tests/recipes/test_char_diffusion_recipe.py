@@ -81,6 +81,19 @@ def test_a_judge_that_sees_the_mask_trains_and_scores_each_rows_masked_window(ma
     assert scores != pytest.approx(judge.score(texts, masked=texts))  # nothing marked differs
 
 
+def test_a_judge_from_the_generator_is_the_generators_size_and_a_bad_value_is_named(make_cfg):
+    cfg = make_cfg(*SMALL, "stages.judge.train.from_generator=true", tiny=False)
+    parts = build_run_parts(cfg)
+    run_stages(cfg, parts.datamodule, [])
+    judge = load_char_judge(cfg.judge_checkpoint)
+    generator = load_char_diffusion(cfg.generator_checkpoint)
+    shape = ("hidden_size", "num_layers", "num_heads", "intermediate_size")
+    assert [judge.settings[key] for key in shape] == [generator.settings[key] for key in shape]
+    bad = make_cfg(*SMALL, "stages.judge.train.from_generator=yes", tiny=False)
+    with pytest.raises(UserError, match="stages.judge.train.from_generator must be true or false"):
+        run_stages(bad, build_run_parts(bad).datamodule, [])
+
+
 def grpo_steps(cfg, monkeypatch) -> tuple[GRPOModule, dict[str, int], bool]:
     """Two GRPO steps built as `src.train` builds them; calls of each network method, and
     whether any trained weight moved."""
