@@ -24,6 +24,7 @@ from torch import Tensor
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from src.evaluation.greedy import GreedyScorer  # noqa: E402
 from src.model.char_diffusion import load_char_diffusion  # noqa: E402
 from src.model.network import PolicyNetwork  # noqa: E402
 from src.policy.episode import run_episode  # noqa: E402
@@ -35,6 +36,7 @@ from src.utils.compose import compose_train_config  # noqa: E402
 from src.utils.config import build  # noqa: E402
 
 
+@torch.no_grad()
 def drawn(
     network: PolicyNetwork,
     sampler: Sampler,
@@ -83,13 +85,12 @@ def main() -> None:
     sampler, role, reward = build(cfg.rollout), Infill(cfg.data.mask_char), build(cfg.reward)
     print(f"generator {cfg.generator_checkpoint}\njudge {cfg.judge_checkpoint}")
     print(f"{len(rows)} held-out windows, {args.n} fills each")
-    greedy = run_episode(network, sampler, role, reward, rows, 1, greedy=True)
+    scorer = GreedyScorer(sampler, role, reward)  # what GRPO logs as eval/* at step 0
+    scorer.score(network, rows)
+    greedy = scorer.means()
     scores, restored = drawn(network, sampler, role, reward, rows, args.n, args.windows)
     figures = {
-        "greedy": (
-            float(greedy.reward_parts["judge"].mean()),
-            sum(detail["char_accuracy"] for detail in greedy.details) / len(rows),
-        ),
+        "greedy": (greedy["judge"], greedy["role/char_accuracy"]),
         "sampled": (float(scores.mean()), float(restored.mean())),
         f"judge's best of {args.n}": favourite(scores, restored),
     }
