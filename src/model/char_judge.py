@@ -4,7 +4,13 @@ tell real text from corrupted text, and frozen as the reward of `task=char_diffu
 A judge built with `sees_mask` also reads which positions were filled: each window comes with
 its masked version (the mask character where the text was filled), and a learned embedding
 marks those positions. It then judges the fill against its context, instead of first having
-to find which quarter of the window was written by a generator."""
+to find which quarter of the window was written by a generator.
+
+A judge with a character head (`char_head`) also gives every character a logit that it is the
+text's own (replaced-character detection, as ELECTRA's discriminator). With
+`score="characters"` its score of a window is the mean of those probabilities over the filled
+characters: an estimate of the share of the fill that restores the text, which ranks a window's
+fills by the characters they get right rather than by how real the whole window looks."""
 
 from __future__ import annotations
 
@@ -26,10 +32,12 @@ from src.utils.errors import ConfigError
 
 log = logging.getLogger(__name__)
 KIND = "char_judge"
+SCORES = ("window", "characters")  # what `CharJudge.score` returns
 
 
 class CharJudge(nn.Module):
-    """Mean of the encoder's states over the window's characters -> logit of "real text"."""
+    """Mean of the encoder's states over the window's characters -> logit of "real text";
+    with `char_head`, each character's state -> logit of "the text's own character"."""
 
     def __init__(
         self,
@@ -40,11 +48,24 @@ class CharJudge(nn.Module):
         intermediate_size: int = 512,
         dropout: float = 0.1,
         sees_mask: bool = False,
+        char_head: bool = False,
+        score: str = "window",
     ) -> None:
         super().__init__()
-        if not isinstance(sees_mask, bool):
+        for key, value in (("sees_mask", sees_mask), ("char_head", char_head)):
+            if not isinstance(value, bool):
+                raise ConfigError(
+                    f"stages.judge.train.model.{key} must be true or false, got {value!r}"
+                )
+        if score not in SCORES:
             raise ConfigError(
-                f"stages.judge.train.model.sees_mask must be true or false, got {sees_mask!r}"
+                f"stages.judge.train.model.score must be one of {SCORES}, got {score!r}"
+            )
+        if score == "characters" and not (char_head and sees_mask):
+            raise ConfigError(
+                "stages.judge.train.model.score=characters scores the filled characters: it "
+                "needs stages.judge.train.model.sees_mask=true and stages.judge.train.char_loss "
+                "above 0 (which trains the character head)"
             )
         encoder = {
             "max_length": max_length,
@@ -54,13 +75,16 @@ class CharJudge(nn.Module):
             "intermediate_size": intermediate_size,
             "dropout": dropout,
         }
-        self.settings = {**encoder, "sees_mask": sees_mask}
+        self.settings = {**encoder, "sees_mask": sees_mask, "char_head": char_head, "score": score}
         self.sees_mask = sees_mask
+        self.scored_by = score
         self.tokenizer = CharTokenizer()
         self.encoder = CharEncoder(self.tokenizer.vocab_size, **encoder)
         # 0: a character of the context, 1: a filled one (only a judge that sees the mask)
         self.filled = nn.Embedding(2, hidden_size) if self.sees_mask else None
         self.head = nn.Linear(hidden_size, 1)
+        # each character's logit that it is the text's own (only a judge with a char head)
+        self.char_head = nn.Linear(hidden_size, 1) if char_head else None
 
     @property
     def device(self) -> torch.device:
@@ -90,20 +114,40 @@ class CharJudge(nn.Module):
     def forward(self, ids: Tensor, marks: Tensor | None = None) -> Tensor:
         """Logits [N] that each window is real text (`marks`: the filled positions, read by a
         judge that sees the mask)."""
+        return self.outputs(ids, marks)[0]
+
+    def outputs(self, ids: Tensor, marks: Tensor | None = None) -> tuple[Tensor, Tensor | None]:
+        """Logits [N] that each window is real text, and [N, W] that each character is the
+        text's own (None without a char head), from one pass of the encoder."""
         added = None
         if self.filled is not None:
             added = self.filled(marks if marks is not None else torch.zeros_like(ids))
         hidden = self.encoder(ids, added)
         real = (ids != PAD).unsqueeze(-1).to(hidden.dtype)
         pooled = (hidden * real).sum(1) / real.sum(1).clamp(min=1)
-        return self.head(pooled).squeeze(-1).float()
+        window = self.head(pooled).squeeze(-1).float()
+        if self.char_head is None:
+            return window, None
+        return window, self.char_head(hidden).squeeze(-1).float()
+
+    def scores(self, ids: Tensor, marks: Tensor) -> Tensor:
+        """Scores [N] in [0, 1]: the probability that the window is real, or with
+        `score="characters"` the mean probability over the filled characters (over every
+        character where none was filled) that each is the text's own."""
+        window, chars = self.outputs(ids, marks)
+        if self.scored_by == "window" or chars is None:
+            return torch.sigmoid(window)
+        real = ids != PAD
+        counted = (marks > 0) & real
+        counted = torch.where(counted.any(1, keepdim=True), counted, real).float()
+        return (torch.sigmoid(chars) * counted).sum(1) / counted.sum(1).clamp(min=1)
 
     @torch.no_grad()
     def score(
         self, texts: list[str], batch_size: int = 256, masked: list[str] | None = None
     ) -> list[float]:
-        """Probability that each text is real, in eval mode, `batch_size` texts at a time;
-        `masked` as in `encode`."""
+        """Each text's score (`scores`), in eval mode, `batch_size` texts at a time; `masked`
+        as in `encode`."""
         was_training = self.training
         self.eval()
         scores: list[float] = []
@@ -111,8 +155,7 @@ class CharJudge(nn.Module):
             for start in range(0, len(texts), batch_size):
                 end = start + batch_size
                 chunk = None if masked is None else masked[start:end]
-                logits = self(*self.encode(texts[start:end], chunk))
-                scores += torch.sigmoid(logits).tolist()
+                scores += self.scores(*self.encode(texts[start:end], chunk)).tolist()
         finally:
             self.train(was_training)
         return scores

@@ -13,7 +13,13 @@ batch is real. Held-out windows report the judge's accuracy on each kind
 
 A judge that sees the mask (`model.sees_mask`) is shown every window with the positions that
 were filled: a real window with a fresh mask over its own characters, a generated one with the
-mask its generator filled, and a swapped one with its random characters inside a fresh mask."""
+mask its generator filled, and a swapped one with its random characters inside a fresh mask.
+
+A judge with a character head (`char_loss` above 0) also learns, character by character,
+whether each is the real window's own (replaced-character detection): over the filled
+positions for a judge that sees the mask, else over the whole window. Its loss joins the
+window loss with weight `char_loss`, and held-out windows report the share of characters it
+gets right per kind (`judge/val_char_accuracy_<kind>`)."""
 
 from __future__ import annotations
 
@@ -30,7 +36,7 @@ from torch import Tensor
 
 from src.data.char_windows import CharWindowDataModule
 from src.model.char_diffusion import CharDiffusionNetwork, load_char_diffusion
-from src.model.char_encoder import ALPHABET
+from src.model.char_encoder import ALPHABET, PAD
 from src.model.char_judge import CharJudge, load_char_judge
 from src.policy.infill import Infill, restored
 from src.pretraining.fit import fit_stage, warmup_cosine
@@ -186,6 +192,21 @@ def check_temperatures(key: str, values: Any, nullable: bool = False) -> None:
         raise ConfigError(f"{key} must be {allowed} of numbers >= 0 (0: greedy), got {values!r}")
 
 
+def char_targets(
+    texts: list[str], originals: list[str], ids: Tensor, marks: Tensor, sees_mask: bool
+) -> tuple[Tensor, Tensor]:
+    """For windows `texts` encoded as `ids` [N, W] with filled positions `marks`: 1.0 where a
+    character is its real window's (`originals`, one per text), and which characters count
+    (1.0): the filled ones for a judge that sees the mask, else every character."""
+    own = torch.zeros(ids.shape, dtype=torch.float32)
+    for row, (text, original) in enumerate(zip(texts, originals, strict=True)):
+        same = [float(a == b) for a, b in zip(text, original, strict=False)][: ids.size(1)]
+        own[row, : len(same)] = torch.tensor(same)
+    own = own.to(ids.device)
+    counted = (marks > 0) if sees_mask else (ids != PAD)
+    return own, counted.float()
+
+
 def swapped(text: str, count: int, rng: random.Random, positions: list[int] | None = None) -> str:
     """`text` with `count` of `positions` (default: any) replaced by a different random
     character."""
@@ -199,7 +220,8 @@ def swapped(text: str, count: int, rng: random.Random, positions: list[int] | No
 class JudgeModule(L.LightningModule):
     """Weighted binary cross-entropy of real (1) against corrupted windows, half and half; a
     corrupted window's weight and label (0, or 1 for a fill better than the generator's with
-    `better_as_real`) come from `Corruptor.made`."""
+    `better_as_real`) come from `Corruptor.made`. A judge with a character head adds
+    `char_loss` times the binary cross-entropy of its characters (`char_targets`)."""
 
     def __init__(
         self,
@@ -210,6 +232,7 @@ class JudgeModule(L.LightningModule):
         warmup_steps: int,
         seed: int,
         name: str = "judge",
+        char_loss: float = 0.0,
     ) -> None:
         super().__init__()
         self.name = name  # metric names: <name>/loss, <name>/val_accuracy_<kind>, ...
@@ -219,7 +242,9 @@ class JudgeModule(L.LightningModule):
         self.max_steps = max_steps
         self.warmup_steps = warmup_steps
         self.seed = seed
+        self.char_loss = char_loss
         self.val_scores: dict[str, list[float]] = {}
+        self.val_chars: dict[str, list[float]] = {}  # kind -> [right, counted]
         self.last_val: dict[str, float] = {}
 
     def configure_optimizers(self) -> Any:
@@ -234,12 +259,22 @@ class JudgeModule(L.LightningModule):
         masked = None if real is None else real + corrupted.masked
         labels = torch.tensor([1.0] * len(batch) + corrupted.labels, device=self.device)
         weights = torch.tensor([1.0] * len(batch) + corrupted.weights, device=self.device)
-        logits = self.judge(*self.judge.encode(texts, masked))
+        ids, marks = self.judge.encode(texts, masked)
+        logits, chars = self.judge.outputs(ids, marks)
         losses = torch.nn.functional.binary_cross_entropy_with_logits(
             logits, labels, reduction="none"
         )
         loss = (losses * weights).sum() / weights.sum()
         accuracy = (((logits > 0).float() == labels).float() * weights).sum() / weights.sum()
+        if chars is not None:
+            originals = [row["text"] for row in batch] * 2
+            own, counted = char_targets(texts, originals, ids, marks, self.judge.sees_mask)
+            char_losses = torch.nn.functional.binary_cross_entropy_with_logits(
+                chars, own, reduction="none"
+            )
+            char_loss = (char_losses * counted).sum() / counted.sum().clamp(min=1)
+            loss = loss + self.char_loss * char_loss
+            self.log(f"{self.name}/char_loss", char_loss)
         self.log(f"{self.name}/loss", loss, prog_bar=True)
         self.log(f"{self.name}/accuracy", accuracy)
         return loss
@@ -253,9 +288,26 @@ class JudgeModule(L.LightningModule):
             scored[kind] = (made.texts, made.masked)  # a judge without the mask ignores them
         for kind, (texts, masked) in scored.items():
             self.val_scores.setdefault(kind, []).extend(self.judge.score(texts, masked=masked))
+            if self.judge.char_head is not None:
+                self.count_chars(kind, texts, [row["text"] for row in batch], masked)
+
+    @torch.no_grad()
+    def count_chars(
+        self, kind: str, texts: list[str], originals: list[str], masked: list[str] | None
+    ) -> None:
+        """Add the characters of `texts` the character head labels right to `val_chars`."""
+        ids, marks = self.judge.encode(texts, masked)
+        chars = self.judge.outputs(ids, marks)[1]
+        assert chars is not None  # only a judge with a character head counts
+        own, counted = char_targets(texts, originals, ids, marks, self.judge.sees_mask)
+        right = (((chars > 0).float() == own).float() * counted).sum().item()
+        totals = self.val_chars.setdefault(kind, [0.0, 0.0])
+        totals[0] += right
+        totals[1] += counted.sum().item()
 
     def on_validation_epoch_end(self) -> None:
         scores, self.val_scores = self.val_scores, {}
+        chars, self.val_chars = self.val_chars, {}
         if self.trainer.sanity_checking or not scores:
             return
         results = {}
@@ -263,6 +315,8 @@ class JudgeModule(L.LightningModule):
             right = [v > 0.5 if kind == "real" else v <= 0.5 for v in values]
             results[f"{self.name}/val_accuracy_{kind}"] = sum(right) / len(right)
             results[f"{self.name}/val_score_{kind}"] = sum(values) / len(values)
+        for kind, (right_chars, counted) in chars.items():
+            results[f"{self.name}/val_char_accuracy_{kind}"] = right_chars / max(counted, 1.0)
         self.last_val = results
         self.log_dict(results)
 
@@ -290,6 +344,7 @@ def train_judge(
     worse_only: bool = False,
     better_as_real: bool = False,
     from_generator: bool = False,
+    char_loss: float = 0.0,
 ) -> dict[str, Any]:
     """Train a judge (`model`: its architecture, or `init`'s judge continued) against the
     generator of `cfg.generator_checkpoint`, its early snapshot and the generators saved in
@@ -298,7 +353,8 @@ def train_judge(
     masked characters than the pretrained generator's greedy fill, and with `better_as_real`
     one restoring more is labelled real (`Corruptor.made`).
     With `from_generator` the judge's encoder starts as a copy of the generator's
-    (`judge_from_generator`). `untrained` saves it as initialised (a dry run). Metrics are
+    (`judge_from_generator`). With `char_loss` above 0 the judge has a character head,
+    trained with that weight. `untrained` saves it as initialised (a dry run). Metrics are
     named `<name>/...`. Returns what the stage did."""
     replay = list(replay or [])
     negatives = {kind: share for kind, share in negatives.items() if kind != "replay" or replay}
@@ -312,6 +368,14 @@ def train_judge(
         raise ConfigError(
             f"stages.judge.train.from_generator must be true or false, got {from_generator!r}"
         )
+    if not (
+        isinstance(char_loss, int | float) and not isinstance(char_loss, bool) and char_loss >= 0
+    ):
+        raise ConfigError(
+            f"stages.judge.train.char_loss must be a number >= 0 (0: no character head), "
+            f"got {char_loss!r}"
+        )
+    model = {**model, "char_head": char_loss > 0}
     torch.manual_seed(cfg.seed)
     if init:
         judge = load_char_judge(init).train().requires_grad_(True)
@@ -344,7 +408,9 @@ def train_judge(
         int(cfg.rollout.denoising_steps),  # negatives are drawn as GRPO's sampler draws
         judge.sees_mask,
     )
-    module = JudgeModule(judge, corruptor, optimizer, max_steps, warmup_steps, cfg.seed, name)
+    module = JudgeModule(
+        judge, corruptor, optimizer, max_steps, warmup_steps, cfg.seed, name, float(char_loss)
+    )
     log.info(
         "Char judge: %d steps against %s%s",
         max_steps,

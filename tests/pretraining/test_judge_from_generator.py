@@ -19,7 +19,8 @@ def test_the_judge_copies_the_generators_encoder_and_keeps_its_own_dropout_and_m
     model = {"hidden_size": 128, "num_layers": 1, "dropout": 0.0, "sees_mask": True}
     judge = judge_from_generator(generator, model)
     assert judge.settings == {
-        **GENERATOR, "intermediate_size": 64, "dropout": 0.0, "sees_mask": True
+        **GENERATOR, "intermediate_size": 64, "dropout": 0.0, "sees_mask": True,
+        "char_head": False, "score": "window",
     }  # fmt: skip
     theirs = generator.encoder.state_dict()
     mine = judge.encoder.state_dict()

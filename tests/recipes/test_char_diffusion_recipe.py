@@ -94,6 +94,24 @@ def test_a_judge_from_the_generator_is_the_generators_size_and_a_bad_value_is_na
         run_stages(bad, build_run_parts(bad).datamodule, [])
 
 
+def test_a_judge_scoring_characters_trains_its_character_head_and_is_the_reward(make_cfg):
+    settings = ("model.sees_mask=true", "char_loss=1.0", "model.score=characters")
+    cfg = make_cfg(*SMALL, *[f"stages.judge.train.{s}" for s in settings], tiny=False)
+    parts = build_run_parts(cfg)
+    run_stages(cfg, parts.datamodule, [])
+    judge = load_char_judge(cfg.judge_checkpoint)
+    assert judge.char_head is not None and judge.settings["score"] == "characters"
+    stage = json.loads((Path(cfg.judge_checkpoint) / "stage.json").read_text())
+    assert 0 <= stage["judge/val_char_accuracy_generated"] <= 1
+    rows = parts.datamodule.val_rows[:4]
+    texts = [row["text"] for row in rows]
+    scores = build(cfg.reward.functions.judge)(texts, rows)
+    assert scores == pytest.approx(judge.score(texts, masked=[row["masked"] for row in rows]))
+    bad = make_cfg(*SMALL, "stages.judge.train.char_loss=-1", tiny=False)
+    with pytest.raises(UserError, match="stages.judge.train.char_loss must be a number >= 0"):
+        run_stages(bad, build_run_parts(bad).datamodule, [])
+
+
 def grpo_steps(cfg, monkeypatch) -> tuple[GRPOModule, dict[str, int], bool]:
     """Two GRPO steps built as `src.train` builds them; calls of each network method, and
     whether any trained weight moved."""

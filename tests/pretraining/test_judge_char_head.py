@@ -1,0 +1,106 @@
+"""A judge with a character head: which characters it learns from (`char_targets`), its score
+as the mean over the filled characters, its loss beside the window loss, and its settings."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+import torch
+
+from src.model.char_encoder import PAD
+from src.model.char_judge import CharJudge, load_char_judge
+from src.pretraining.judge import Corrupted, JudgeModule, char_targets
+from src.utils.errors import ConfigError
+
+SHAPE = {"max_length": 8, "hidden_size": 16, "num_layers": 1, "num_heads": 2}
+
+
+def judge(**settings) -> CharJudge:
+    torch.manual_seed(0)
+    return CharJudge(**SHAPE, intermediate_size=32, dropout=0.0, **settings).eval()
+
+
+def test_targets_mark_the_real_windows_characters_among_the_filled_ones():
+    texts, originals = ["abzd", "xy"], ["abcd", "xq"]
+    ids = torch.tensor([[5, 6, 7, 8], [9, 10, PAD, PAD]])
+    marks = torch.tensor([[0, 1, 1, 0], [1, 1, 0, 0]])
+    own, counted = char_targets(texts, originals, ids, marks, sees_mask=True)
+    assert own.tolist() == [[1, 1, 0, 1], [1, 0, 0, 0]]
+    assert counted.tolist() == [[0, 1, 1, 0], [1, 1, 0, 0]]
+    own, counted = char_targets(texts, originals, ids, marks, sees_mask=False)
+    assert counted.tolist() == [[1, 1, 1, 1], [1, 1, 0, 0]]  # every character, no padding
+
+
+def test_the_characters_score_is_the_mean_over_the_filled_characters():
+    scorer = judge(sees_mask=True, char_head=True, score="characters")
+    texts = ["the cat", "the cat"]
+    masked = ["the c█t", "the cat"]  # the second window has nothing filled
+    ids, marks = scorer.encode(texts, masked)
+    chars = torch.sigmoid(scorer.outputs(ids, marks)[1])
+    expected = [chars[0, 5].item(), chars[1, :7].mean().item()]
+    assert scorer.score(texts, masked=masked) == pytest.approx(expected, abs=1e-6)
+    window = judge(sees_mask=True, char_head=True)  # the same weights, scored as a window
+    assert window.score(texts, masked=masked) == pytest.approx(
+        torch.sigmoid(window(ids, marks)).tolist(), abs=1e-6
+    )
+
+
+def test_a_character_judge_saves_and_reloads(tmp_path):
+    scorer = judge(sees_mask=True, char_head=True, score="characters")
+    scorer.save(tmp_path / "judge")
+    again = load_char_judge(tmp_path / "judge")
+    assert again.settings == scorer.settings
+    texts, masked = ["a cat sat"], ["a c██ sat"]
+    assert again.score(texts, masked=masked) == pytest.approx(scorer.score(texts, masked=masked))
+
+
+@pytest.mark.parametrize(
+    ("settings", "named"),
+    [
+        ({"score": "chars"}, "stages.judge.train.model.score must be one of"),
+        ({"char_head": "yes"}, "stages.judge.train.model.char_head must be true or false"),
+        ({"char_head": True, "score": "characters"}, "needs stages.judge.train.model.sees_mask"),
+        ({"sees_mask": True, "score": "characters"}, "stages.judge.train.char_loss"),
+    ],
+)
+def test_bad_settings_are_named(settings, named):
+    with pytest.raises(ConfigError, match=named):
+        judge(**settings)
+
+
+class Fixed:
+    """A corruptor that always gives the same corrupted windows (what `JudgeModule` asks)."""
+
+    def __init__(self, texts: list[str], masked: list[str]) -> None:
+        self.made = Corrupted(texts, [1.0] * len(texts), [0.0] * len(texts), masked)
+
+    def corrupt_weighted(self, rows, rng: random.Random) -> Corrupted:
+        return self.made
+
+    def masks(self, rows, rng: random.Random) -> list[str]:
+        return [row["masked"] for row in rows]
+
+
+def test_the_character_loss_joins_the_window_loss_with_its_weight():
+    rows = [{"text": "the cat", "masked": "the c█t"}, {"text": "a dog", "masked": "a █og"}]
+    corrupted = Fixed(["the cot", "a fog"], ["the c█t", "a █og"])
+    losses = {}
+    for weight in (0.0, 2.0):
+        scorer = judge(sees_mask=True, char_head=True).train()
+        module = JudgeModule(scorer, corrupted, torch.optim.AdamW, 10, 1, 0, char_loss=weight)
+        module.log = lambda *args, **kwargs: None
+        losses[weight] = module.training_step(rows, 0)
+    scorer = judge(sees_mask=True, char_head=True)
+    texts = ["the cat", "a dog", "the cot", "a fog"]
+    ids, marks = scorer.encode(texts, ["the c█t", "a █og"] * 2)
+    chars = scorer.outputs(ids, marks)[1]
+    # the filled characters: a, d (real, own) then o, f (corrupted, not the text's)
+    logits = torch.stack([chars[0, 5], chars[1, 2], chars[2, 5], chars[3, 2]])
+    by_hand = torch.nn.functional.binary_cross_entropy_with_logits(
+        logits, torch.tensor([1.0, 1.0, 0.0, 0.0])
+    )
+    assert (losses[2.0] - losses[0.0]).item() == pytest.approx(2 * by_hand.item(), rel=1e-5)
+    losses[2.0].backward()
+    head = module.judge.char_head
+    assert head is not None and head.weight.grad is not None and head.weight.grad.abs().sum() > 0
