@@ -9,8 +9,9 @@ to find which quarter of the window was written by a generator.
 A judge with a character head (`char_head`) also gives every character a logit that it is the
 text's own (replaced-character detection, as ELECTRA's discriminator). With
 `score="characters"` its score of a window is the mean of those probabilities over the filled
-characters: an estimate of the share of the fill that restores the text, which ranks a window's
-fills by the characters they get right rather than by how real the whole window looks."""
+characters: an estimate of the share of the fill that restores the text, meant to rank a
+window's fills by the characters they get right rather than by how real the whole window looks
+(docs/recipes/char_diffusion.md measures how far it does)."""
 
 from __future__ import annotations
 
