@@ -18,8 +18,11 @@ mask its generator filled, and a swapped one with its random characters inside a
 A judge with a character head (`char_loss` above 0) also learns, character by character,
 whether each is the real window's own (replaced-character detection): over the filled
 positions for a judge that sees the mask, else over the whole window. Its loss joins the
-window loss with weight `char_loss`, and held-out windows report the share of characters it
-gets right per kind (`judge/val_char_accuracy_<kind>`)."""
+window loss (weight `window_loss`) with weight `char_loss`, and held-out windows report the
+share of characters it gets right per kind (`judge/val_char_accuracy_<kind>`). Without
+`char_on_real` only the corrupted windows' characters count: every character of a real window
+is its own, so they teach that a window looking real is right throughout, not which of a
+generated fill's characters are."""
 
 from __future__ import annotations
 
@@ -220,8 +223,9 @@ def swapped(text: str, count: int, rng: random.Random, positions: list[int] | No
 class JudgeModule(L.LightningModule):
     """Weighted binary cross-entropy of real (1) against corrupted windows, half and half; a
     corrupted window's weight and label (0, or 1 for a fill better than the generator's with
-    `better_as_real`) come from `Corruptor.made`. A judge with a character head adds
-    `char_loss` times the binary cross-entropy of its characters (`char_targets`)."""
+    `better_as_real`) come from `Corruptor.made`; that loss has weight `window_loss`. A judge
+    with a character head adds `char_loss` times the binary cross-entropy of its characters
+    (`char_targets`; the real windows' too with `char_on_real`)."""
 
     def __init__(
         self,
@@ -233,6 +237,8 @@ class JudgeModule(L.LightningModule):
         seed: int,
         name: str = "judge",
         char_loss: float = 0.0,
+        window_loss: float = 1.0,
+        char_on_real: bool = True,
     ) -> None:
         super().__init__()
         self.name = name  # metric names: <name>/loss, <name>/val_accuracy_<kind>, ...
@@ -243,6 +249,8 @@ class JudgeModule(L.LightningModule):
         self.warmup_steps = warmup_steps
         self.seed = seed
         self.char_loss = char_loss
+        self.window_loss = window_loss
+        self.char_on_real = char_on_real
         self.val_scores: dict[str, list[float]] = {}
         self.val_chars: dict[str, list[float]] = {}  # kind -> [right, counted]
         self.last_val: dict[str, float] = {}
@@ -264,17 +272,21 @@ class JudgeModule(L.LightningModule):
         losses = torch.nn.functional.binary_cross_entropy_with_logits(
             logits, labels, reduction="none"
         )
-        loss = (losses * weights).sum() / weights.sum()
+        window_loss = (losses * weights).sum() / weights.sum()
+        loss = self.window_loss * window_loss
         accuracy = (((logits > 0).float() == labels).float() * weights).sum() / weights.sum()
         if chars is not None:
             originals = [row["text"] for row in batch] * 2
             own, counted = char_targets(texts, originals, ids, marks, self.judge.sees_mask)
+            if not self.char_on_real:
+                counted[: len(batch)] = 0.0
             char_losses = torch.nn.functional.binary_cross_entropy_with_logits(
                 chars, own, reduction="none"
             )
             char_loss = (char_losses * counted).sum() / counted.sum().clamp(min=1)
             loss = loss + self.char_loss * char_loss
             self.log(f"{self.name}/char_loss", char_loss)
+            self.log(f"{self.name}/window_loss", window_loss)
         self.log(f"{self.name}/loss", loss, prog_bar=True)
         self.log(f"{self.name}/accuracy", accuracy)
         return loss
@@ -345,6 +357,8 @@ def train_judge(
     better_as_real: bool = False,
     from_generator: bool = False,
     char_loss: float = 0.0,
+    window_loss: float = 1.0,
+    char_on_real: bool = True,
 ) -> dict[str, Any]:
     """Train a judge (`model`: its architecture, or `init`'s judge continued) against the
     generator of `cfg.generator_checkpoint`, its early snapshot and the generators saved in
@@ -354,7 +368,8 @@ def train_judge(
     one restoring more is labelled real (`Corruptor.made`).
     With `from_generator` the judge's encoder starts as a copy of the generator's
     (`judge_from_generator`). With `char_loss` above 0 the judge has a character head,
-    trained with that weight. `untrained` saves it as initialised (a dry run). Metrics are
+    trained with that weight beside the window loss's `window_loss` (on the real windows'
+    characters too with `char_on_real`). `untrained` saves it as initialised (a dry run). Metrics are
     named `<name>/...`. Returns what the stage did."""
     replay = list(replay or [])
     negatives = {kind: share for kind, share in negatives.items() if kind != "replay" or replay}
@@ -374,6 +389,20 @@ def train_judge(
         raise ConfigError(
             f"stages.judge.train.char_loss must be a number >= 0 (0: no character head), "
             f"got {char_loss!r}"
+        )
+    if not (
+        isinstance(window_loss, int | float)
+        and not isinstance(window_loss, bool)
+        and window_loss >= 0
+        and window_loss + char_loss > 0
+    ):
+        raise ConfigError(
+            f"stages.judge.train.window_loss must be a number >= 0, above 0 unless "
+            f"stages.judge.train.char_loss is, got {window_loss!r}"
+        )
+    if not isinstance(char_on_real, bool):
+        raise ConfigError(
+            f"stages.judge.train.char_on_real must be true or false, got {char_on_real!r}"
         )
     model = {**model, "char_head": char_loss > 0}
     torch.manual_seed(cfg.seed)
@@ -409,7 +438,16 @@ def train_judge(
         judge.sees_mask,
     )
     module = JudgeModule(
-        judge, corruptor, optimizer, max_steps, warmup_steps, cfg.seed, name, float(char_loss)
+        judge,
+        corruptor,
+        optimizer,
+        max_steps,
+        warmup_steps,
+        cfg.seed,
+        name,
+        float(char_loss),
+        float(window_loss),
+        char_on_real,
     )
     log.info(
         "Char judge: %d steps against %s%s",

@@ -104,3 +104,22 @@ def test_the_character_loss_joins_the_window_loss_with_its_weight():
     losses[2.0].backward()
     head = module.judge.char_head
     assert head is not None and head.weight.grad is not None and head.weight.grad.abs().sum() > 0
+
+
+def test_without_the_window_loss_or_the_real_windows_only_the_fills_characters_count():
+    rows = [{"text": "the cat", "masked": "the c█t"}, {"text": "a dog", "masked": "a █og"}]
+    corrupted = Fixed(["the cot", "a fog"], ["the c█t", "a █og"])
+    scorer = judge(sees_mask=True, char_head=True).train()
+    module = JudgeModule(
+        scorer, corrupted, torch.optim.AdamW, 10, 1, 0,
+        char_loss=1.0, window_loss=0.0, char_on_real=False,
+    )  # fmt: skip
+    module.log = lambda *args, **kwargs: None
+    loss = module.training_step(rows, 0)
+    texts = ["the cat", "a dog", "the cot", "a fog"]
+    ids, marks = scorer.encode(texts, ["the c█t", "a █og"] * 2)
+    chars = scorer.outputs(ids, marks)[1]
+    by_hand = torch.nn.functional.binary_cross_entropy_with_logits(
+        torch.stack([chars[2, 5], chars[3, 2]]), torch.zeros(2)
+    )  # the corrupted fills' o and f, neither the text's
+    assert loss.item() == pytest.approx(by_hand.item(), rel=1e-5)

@@ -107,9 +107,14 @@ def test_a_judge_scoring_characters_trains_its_character_head_and_is_the_reward(
     texts = [row["text"] for row in rows]
     scores = build(cfg.reward.functions.judge)(texts, rows)
     assert scores == pytest.approx(judge.score(texts, masked=[row["masked"] for row in rows]))
-    bad = make_cfg(*SMALL, "stages.judge.train.char_loss=-1", tiny=False)
-    with pytest.raises(UserError, match="stages.judge.train.char_loss must be a number >= 0"):
-        run_stages(bad, build_run_parts(bad).datamodule, [])
+    for setting, named in (
+        ("char_loss=-1", "stages.judge.train.char_loss must be a number >= 0"),
+        ("window_loss=0", "stages.judge.train.window_loss must be a number >= 0, above 0 unless"),
+        ("char_on_real=maybe", "stages.judge.train.char_on_real must be true or false"),
+    ):
+        bad = make_cfg(*SMALL, f"stages.judge.train.{setting}", tiny=False)
+        with pytest.raises(UserError, match=named):
+            run_stages(bad, build_run_parts(bad).datamodule, [])
 
 
 def grpo_steps(cfg, monkeypatch) -> tuple[GRPOModule, dict[str, int], bool]:
