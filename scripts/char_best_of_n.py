@@ -6,7 +6,10 @@ the judge's mean score and the characters restored for the greedy fill (GRPO's s
 sampled fill, and for the fill the judge scores highest of the N: what a policy that always
 found the judge's favourite among the generator's own draws would get. GRPO reweights those
 draws, so this is the reach of its first steps, and whether the judge's favourite restores
-more characters or fewer says whether climbing the judge also restores them. Trains nothing.
+more characters or fewer says whether climbing the judge also restores them. Also printed: the
+correlation, within each window, between the judge's scores of its fills and the characters
+they restore, averaged over the windows: GRPO's advantages compare fills of one window, so
+this is how much of what the judge rewards is characters (0: none). Trains nothing.
 
     .venv/bin/python scripts/char_best_of_n.py seed=43 [data.path=FILE] [--n 64]
 """
@@ -66,6 +69,18 @@ def favourite(scores: Tensor, restored: Tensor) -> tuple[float, float]:
     return float(scores.gather(1, best).mean()), float(restored.gather(1, best).mean())
 
 
+def within_window_correlation(scores: Tensor, restored: Tensor) -> float:
+    """Mean over windows [W, N] of the Pearson correlation between a window's fills' scores
+    and characters restored; windows where either is constant are left out (0.0 if all are)."""
+    x = scores - scores.mean(dim=1, keepdim=True)
+    y = restored - restored.mean(dim=1, keepdim=True)
+    spread = x.norm(dim=1) * y.norm(dim=1)
+    kept = spread > 0
+    if not bool(kept.any()):
+        return 0.0
+    return float(((x * y).sum(dim=1)[kept] / spread[kept]).mean())
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("overrides", nargs="*", help="config overrides, as for src.train")
@@ -96,6 +111,11 @@ def main() -> None:
     }
     for name, (score, chars) in figures.items():
         print(f"{name:>20}: judge {score:.3f}  char_accuracy {chars:.4f}")
+    correlation = within_window_correlation(scores, restored)
+    print(f"judge score ~ characters restored, within a window: correlation {correlation:+.3f}")
+    print(
+        f"best of {args.n} by characters restored: {float(restored.max(dim=1).values.mean()):.4f}"
+    )
 
 
 if __name__ == "__main__":

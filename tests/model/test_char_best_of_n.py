@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from scripts.char_best_of_n import drawn, favourite
+from scripts.char_best_of_n import drawn, favourite, within_window_correlation
 from src.model.char_diffusion import load_char_diffusion
 from src.policy.infill import Infill
 from src.reward.combine import CombinedReward
@@ -25,6 +25,15 @@ def test_the_favourite_is_each_windows_highest_score_the_first_of_ties():
     score, chars = favourite(scores, restored)
     assert score == pytest.approx((0.9 + 0.7) / 2)
     assert chars == pytest.approx((0.5 + 0.25) / 2)
+
+
+def test_the_correlation_is_taken_within_each_window_then_averaged():
+    scores = torch.tensor([[1.0, 2.0, 3.0], [0.5, 0.5, 0.5], [3.0, 2.0, 1.0], [0.0, 1.0, 0.0]])
+    restored = torch.tensor([[0.1, 0.2, 0.3], [0.0, 1.0, 0.0], [0.0, 0.5, 1.0], [1.0, 0.0, 0.0]])
+    # +1 and -1 (the constant window left out), and for the last: x = (-1, 2, -1)/3,
+    # y = (2, -1, -1)/3, so x.y / (|x| |y|) = -3 / 6 = -0.5
+    assert within_window_correlation(scores, restored) == pytest.approx((1 - 1 - 0.5) / 3)
+    assert within_window_correlation(torch.ones(2, 3), torch.rand(2, 3)) == 0.0
 
 
 def test_drawn_scores_every_sampled_fill_window_by_window():
