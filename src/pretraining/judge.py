@@ -408,6 +408,12 @@ def train_judge(
     torch.manual_seed(cfg.seed)
     if init:
         judge = load_char_judge(init).train().requires_grad_(True)
+        if (judge.char_head is not None) != (char_loss > 0):
+            raise ConfigError(
+                f"stages.judge.train.char_loss={char_loss} does not fit the judge continued from "
+                f"{init}, which {'has' if judge.char_head is not None else 'has no'} character "
+                "head; keep the char_loss it was trained with"
+            )
     elif from_generator:
         judge = judge_from_generator(build(cfg.model), model)
     else:

@@ -7,10 +7,11 @@ import random
 
 import pytest
 import torch
+from omegaconf import OmegaConf
 
 from src.model.char_encoder import PAD
 from src.model.char_judge import CharJudge, load_char_judge
-from src.pretraining.judge import Corrupted, JudgeModule, char_targets
+from src.pretraining.judge import Corrupted, JudgeModule, char_targets, train_judge
 from src.utils.errors import ConfigError
 
 SHAPE = {"max_length": 8, "hidden_size": 16, "num_layers": 1, "num_heads": 2}
@@ -123,3 +124,17 @@ def test_without_the_window_loss_or_the_real_windows_only_the_fills_characters_c
         torch.stack([chars[2, 5], chars[3, 2]]), torch.zeros(2)
     )  # the corrupted fills' o and f, neither the text's
     assert loss.item() == pytest.approx(by_hand.item(), rel=1e-5)
+
+
+def test_a_judge_continued_keeps_the_character_loss_it_was_trained_with(tmp_path):
+    judge().save(tmp_path / "window_judge")  # no character head
+    settings = {
+        "model": {}, "negatives": {"generated": 1.0}, "temperatures": [0.0], "max_swaps": 1,
+        "max_steps": 1, "batch_size": 1, "optimizer": torch.optim.AdamW, "warmup_steps": 0,
+        "eval_every_n_steps": 1,
+    }  # fmt: skip
+    with pytest.raises(ConfigError, match="stages.judge.train.char_loss=1.0 does not fit"):
+        train_judge(
+            tmp_path / "next", OmegaConf.create({"seed": 0}), None, [],
+            init=str(tmp_path / "window_judge"), char_loss=1.0, **settings,
+        )  # fmt: skip
