@@ -9,7 +9,9 @@ draws, so this is the reach of its first steps, and whether the judge's favourit
 more characters or fewer says whether climbing the judge also restores them. Also printed: the
 correlation, within each window, between the judge's scores of its fills and the characters
 they restore, averaged over the windows: GRPO's advantages compare fills of one window, so
-this is how much of what the judge rewards is characters (0: none). Trains nothing.
+this is how much of what the judge rewards is characters (0: none); and the same for the
+pretrained generator's own log-probability of each fill, what the generator itself knows of
+which of its draws is right. Trains nothing.
 
     .venv/bin/python scripts/char_best_of_n.py seed=43 [data.path=FILE] [--n 64]
 """
@@ -19,7 +21,7 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import torch
 from torch import Tensor
@@ -39,6 +41,15 @@ from src.utils.compose import compose_train_config  # noqa: E402
 from src.utils.config import build  # noqa: E402
 
 
+class Draws(NamedTuple):
+    """N sampled fills per window, [W, N] each: the judge's score, the characters restored,
+    and the generator's log-probability of the fill (summed over its characters)."""
+
+    scores: Tensor
+    restored: Tensor
+    log_probs: Tensor
+
+
 @torch.no_grad()
 def drawn(
     network: PolicyNetwork,
@@ -49,17 +60,19 @@ def drawn(
     n: int,
     windows: int = 16,
     name: str = "judge",
-) -> tuple[Tensor, Tensor]:
-    """[W, N] reward function `name`'s score and the characters restored of N sampled fills
-    per window, `windows` windows a batch."""
-    scores, restored = [], []
+) -> Draws:
+    """Reward function `name`'s score, the characters restored and `network`'s log-probability
+    of N sampled fills per window, `windows` windows a batch."""
+    scores, restored, log_probs = [], [], []
     for start in range(0, len(rows), windows):
         part = rows[start : start + windows]
         episode = run_episode(network, sampler, role, reward, part, n)
         scores.append(episode.reward_parts[name].view(len(part), n).cpu())
         accuracy = [detail["char_accuracy"] for detail in episode.details]
         restored.append(torch.tensor(accuracy, dtype=torch.float32).view(len(part), n))
-    return torch.cat(scores), torch.cat(restored)
+        per_char = network.log_probs(episode.rollout)[0] * episode.rollout.completion_mask
+        log_probs.append(per_char.sum(dim=1).view(len(part), n).float().cpu())
+    return Draws(torch.cat(scores), torch.cat(restored), torch.cat(log_probs))
 
 
 def favourite(scores: Tensor, restored: Tensor) -> tuple[float, float]:
@@ -103,7 +116,7 @@ def main() -> None:
     scorer = GreedyScorer(sampler, role, reward)  # what GRPO logs as eval/* at step 0
     scorer.score(network, rows)
     greedy = scorer.means()
-    scores, restored = drawn(network, sampler, role, reward, rows, args.n, args.windows)
+    scores, restored, log_probs = drawn(network, sampler, role, reward, rows, args.n, args.windows)
     figures = {
         "greedy": (greedy["judge"], greedy["role/char_accuracy"]),
         "sampled": (float(scores.mean()), float(restored.mean())),
@@ -113,6 +126,12 @@ def main() -> None:
         print(f"{name:>20}: judge {score:.3f}  char_accuracy {chars:.4f}")
     correlation = within_window_correlation(scores, restored)
     print(f"judge score ~ characters restored, within a window: correlation {correlation:+.3f}")
+    own = within_window_correlation(log_probs, restored)
+    _, own_best = favourite(log_probs, restored)
+    print(
+        f"the generator's own log-probability ~ characters restored: correlation {own:+.3f}, "
+        f"its best of {args.n} restores {own_best:.4f}"
+    )
     print(
         f"best of {args.n} by characters restored: {float(restored.max(dim=1).values.mean()):.4f}"
     )

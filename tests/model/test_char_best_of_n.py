@@ -45,10 +45,11 @@ def test_drawn_scores_every_sampled_fill_window_by_window():
         return [sum(char in "aeiou" for char in text) / len(text) for text in outcomes]
 
     reward = CombinedReward({"judge": vowels})
-    scores, restored = drawn(
+    scores, restored, log_probs = drawn(
         network, CharDiffusionSampler(24), Infill("█"), reward, ROWS, n=5, windows=2
     )
-    assert scores.shape == restored.shape == (3, 5)
+    assert scores.shape == restored.shape == log_probs.shape == (3, 5)
+    assert (log_probs < 0).all() and log_probs.std() > 0  # a sum of the fill's log-probs
     assert ((restored >= 0) & (restored <= 1)).all()
     assert ((scores >= 0) & (scores <= 1)).all()
     assert scores.std() > 0  # the fills were sampled, not one greedy fill repeated
