@@ -132,10 +132,13 @@ class CharJudge(nn.Module):
         return window, self.char_head(hidden).squeeze(-1).float()
 
     def scores(self, ids: Tensor, marks: Tensor) -> Tensor:
-        """Scores [N] in [0, 1]: the probability that the window is real, or with
-        `score="characters"` the mean probability over the filled characters (over every
-        character where none was filled) that each is the text's own."""
-        window, chars = self.outputs(ids, marks)
+        """Scores [N] in [0, 1] of windows `ids` with filled positions `marks` (`scored`)."""
+        return self.scored(ids, marks, *self.outputs(ids, marks))
+
+    def scored(self, ids: Tensor, marks: Tensor, window: Tensor, chars: Tensor | None) -> Tensor:
+        """Scores [N] in [0, 1] from `outputs`' logits: the probability that the window is
+        real, or with `score="characters"` the mean probability over the filled characters
+        (over every character where none was filled) that each is the text's own."""
         if self.scored_by == "window" or chars is None:
             return torch.sigmoid(window)
         real = ids != PAD

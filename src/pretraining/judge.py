@@ -195,6 +195,11 @@ def check_temperatures(key: str, values: Any, nullable: bool = False) -> None:
         raise ConfigError(f"{key} must be {allowed} of numbers >= 0 (0: greedy), got {values!r}")
 
 
+def non_negative(value: Any) -> bool:
+    """Whether `value` is a number (not a bool) >= 0."""
+    return isinstance(value, int | float) and not isinstance(value, bool) and value >= 0
+
+
 def char_targets(
     texts: list[str], originals: list[str], ids: Tensor, marks: Tensor, sees_mask: bool
 ) -> tuple[Tensor, Tensor]:
@@ -298,20 +303,19 @@ class JudgeModule(L.LightningModule):
         for kind in self.corruptor.weights:
             made = self.corruptor.made(kind, batch, rng)
             scored[kind] = (made.texts, made.masked)  # a judge without the mask ignores them
+        originals = [row["text"] for row in batch]
         for kind, (texts, masked) in scored.items():
-            self.val_scores.setdefault(kind, []).extend(self.judge.score(texts, masked=masked))
-            if self.judge.char_head is not None:
-                self.count_chars(kind, texts, [row["text"] for row in batch], masked)
+            ids, marks = self.judge.encode(texts, masked)  # one pass scores and counts
+            window, chars = self.judge.outputs(ids, marks)
+            scores = self.judge.scored(ids, marks, window, chars)
+            self.val_scores.setdefault(kind, []).extend(scores.tolist())
+            if chars is not None:
+                own, counted = char_targets(texts, originals, ids, marks, self.judge.sees_mask)
+                self.count_chars(kind, chars, own, counted)
 
-    @torch.no_grad()
-    def count_chars(
-        self, kind: str, texts: list[str], originals: list[str], masked: list[str] | None
-    ) -> None:
-        """Add the characters of `texts` the character head labels right to `val_chars`."""
-        ids, marks = self.judge.encode(texts, masked)
-        chars = self.judge.outputs(ids, marks)[1]
-        assert chars is not None  # only a judge with a character head counts
-        own, counted = char_targets(texts, originals, ids, marks, self.judge.sees_mask)
+    def count_chars(self, kind: str, chars: Tensor, own: Tensor, counted: Tensor) -> None:
+        """Add the counted characters the character head (logits `chars`) labels right
+        (`own`: 1 where a character is the text's) to `val_chars`."""
         right = (((chars > 0).float() == own).float() * counted).sum().item()
         totals = self.val_chars.setdefault(kind, [0.0, 0.0])
         totals[0] += right
@@ -383,19 +387,12 @@ def train_judge(
         raise ConfigError(
             f"stages.judge.train.from_generator must be true or false, got {from_generator!r}"
         )
-    if not (
-        isinstance(char_loss, int | float) and not isinstance(char_loss, bool) and char_loss >= 0
-    ):
+    if not non_negative(char_loss):
         raise ConfigError(
             f"stages.judge.train.char_loss must be a number >= 0 (0: no character head), "
             f"got {char_loss!r}"
         )
-    if not (
-        isinstance(window_loss, int | float)
-        and not isinstance(window_loss, bool)
-        and window_loss >= 0
-        and window_loss + char_loss > 0
-    ):
+    if not (non_negative(window_loss) and window_loss + char_loss > 0):
         raise ConfigError(
             f"stages.judge.train.window_loss must be a number >= 0, above 0 unless "
             f"stages.judge.train.char_loss is, got {window_loss!r}"
