@@ -12,6 +12,7 @@ from lightning.pytorch.loggers import MLFlowLogger
 from lightning.pytorch.utilities import rank_zero_only
 
 from src.tracking.fallback import FallbackClient
+from src.tracking.store import ensure_store
 from src.utils.errors import unwrapped
 
 log = logging.getLogger(__name__)
@@ -40,6 +41,11 @@ class MLflowRunLogger(MLFlowLogger):
         http_timeout_s: int = 30,
         **kwargs: Any,
     ) -> None:
+        ensure_store(  # runs started together on a new SQLite store, or of a new experiment
+            kwargs.get("tracking_uri"),
+            kwargs.get("experiment_name"),
+            kwargs.get("artifact_location"),
+        )
         super().__init__(*args, **kwargs)
         if str(self._tracking_uri).startswith("http"):
             # MLflow's own defaults retry one request for minutes; the fallback takes over sooner.
