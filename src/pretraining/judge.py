@@ -181,23 +181,19 @@ class Corruptor:
         return [self.remask(row, rng)["masked"] for row in rows] if self.sees_mask else None
 
 
+def non_negative(value: Any) -> bool:
+    """Whether `value` is a number (not a bool) >= 0."""
+    return isinstance(value, int | float) and not isinstance(value, bool) and value >= 0
+
+
 def check_temperatures(key: str, values: Any, nullable: bool = False) -> None:
     """`values` must be a non-empty list of numbers >= 0 (0: greedy), or None if `nullable`;
     else one ConfigError line naming `key`."""
     if values is None and nullable:
         return
-    if not (
-        isinstance(values, list | tuple)
-        and values
-        and all(isinstance(t, int | float) and not isinstance(t, bool) and t >= 0 for t in values)
-    ):
+    if not (isinstance(values, list | tuple) and values and all(map(non_negative, values))):
         allowed = "null or a non-empty list" if nullable else "a non-empty list"
         raise ConfigError(f"{key} must be {allowed} of numbers >= 0 (0: greedy), got {values!r}")
-
-
-def non_negative(value: Any) -> bool:
-    """Whether `value` is a number (not a bool) >= 0."""
-    return isinstance(value, int | float) and not isinstance(value, bool) and value >= 0
 
 
 def char_targets(

@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 try:
     import fcntl
@@ -48,6 +49,18 @@ def store_lock(tracking_uri: str | None) -> Iterator[None]:
             fcntl.flock(handle, fcntl.LOCK_UN)
 
 
+def experiment_id(client: Any, name: str, artifact_location: str | None = None) -> str:
+    """The id of experiment `name`, created (with `artifact_location`) when missing; one that
+    another process created in between is found instead."""
+    experiment = client.get_experiment_by_name(name)
+    if experiment is not None:
+        return experiment.experiment_id
+    try:
+        return client.create_experiment(name, artifact_location=artifact_location)
+    except Exception:  # another process created it in between
+        return client.get_experiment_by_name(name).experiment_id
+
+
 def ensure_store(
     tracking_uri: str | None,
     experiment_name: str | None = None,
@@ -62,5 +75,5 @@ def ensure_store(
 
     with store_lock(tracking_uri):
         client = MlflowClient(tracking_uri=tracking_uri)
-        if experiment_name is not None and client.get_experiment_by_name(experiment_name) is None:
-            client.create_experiment(experiment_name, artifact_location=artifact_location)
+        if experiment_name is not None:
+            experiment_id(client, experiment_name, artifact_location)

@@ -21,6 +21,8 @@ from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.types import RunMode
 from omegaconf import DictConfig
 
+from src.tracking.store import experiment_id
+
 log = logging.getLogger(__name__)
 
 SWEEP_ENV = "GRPO_SWEEP"
@@ -69,19 +71,6 @@ def mlflow_target(cfg: DictConfig) -> MlflowTarget | None:
                 logger.get("run_name"),
             )
     return None
-
-
-def experiment_id(client: Any, target: MlflowTarget) -> str:
-    """The id of the target's experiment, created (with its artifact location) when missing."""
-    experiment = client.get_experiment_by_name(target.experiment_name)
-    if experiment is not None:
-        return experiment.experiment_id
-    try:
-        return client.create_experiment(
-            target.experiment_name, artifact_location=target.artifact_location
-        )
-    except Exception:  # another job created it in between
-        return client.get_experiment_by_name(target.experiment_name).experiment_id
 
 
 def sweep_children(client: Any, experiment: str, sweep_id: str) -> list[Any]:
@@ -195,7 +184,7 @@ def record_failed_job(cfg: DictConfig, job: Job, error: BaseException) -> None:
     if target is None:
         return
     client = MlflowClient(tracking_uri=target.tracking_uri)
-    experiment = experiment_id(client, target)
+    experiment = experiment_id(client, target.experiment_name, target.artifact_location)
     found = client.search_runs(
         [experiment],
         filter_string=f"tags.sweep_id = '{job.sweep.sweep_id}' and tags.sweep_job = '{job.num}'",

@@ -18,10 +18,10 @@ from typing import Any
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig
 
+from src.tracking.store import experiment_id
 from src.tracking.sweep import (
     SWEEP_ENV,
     Sweep,
-    experiment_id,
     mlflow_target,
     sweep_children,
     swept_keys,
@@ -57,7 +57,7 @@ class MlflowSweepCallback(Callback):
             log.info("No MLflow logger configured: the sweep has no parent run")
             return
         client = MlflowClient(tracking_uri=target.tracking_uri)
-        experiment = experiment_id(client, target)
+        experiment = experiment_id(client, target.experiment_name, target.artifact_location)
         hydra_cfg = config.hydra
         sweep_dir = Path(str(hydra_cfg.sweep.dir))
         sweep_id = f"{sweep_dir.name}-{secrets.token_hex(2)}"
