@@ -20,6 +20,7 @@ from src.model.fast.probe import forget_verdicts
 from src.model.tiny import build_tiny_llama
 from src.runs.parts import build_run_parts
 from src.sft.warm_start import warm_start
+from src.utils import per_machine
 from src.utils.compose import compose_train_config
 from tests.helpers.dense_reward import OVERRIDES as DENSE_REWARD
 
@@ -86,6 +87,20 @@ def make_cfg(tmp_path: Path, models_dir: Path) -> Callable[..., DictConfig]:
 
     yield make
     GlobalHydra.instance().clear()
+
+
+@pytest.fixture(scope="session", autouse=True)
+def machine_measurements(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """The suite's per-machine measurements (`src.utils.per_machine`) in a folder of its own,
+    shared by the training processes the tests start, and kept out of the user's cache."""
+    folder = tmp_path_factory.mktemp("machine_cache")
+    previous = os.environ.get(per_machine.FOLDER_VARIABLE)
+    os.environ[per_machine.FOLDER_VARIABLE] = str(folder)
+    yield folder
+    if previous is None:
+        os.environ.pop(per_machine.FOLDER_VARIABLE, None)
+    else:
+        os.environ[per_machine.FOLDER_VARIABLE] = previous
 
 
 @pytest.fixture(autouse=True)

@@ -16,10 +16,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-try:
-    import fcntl
-except ImportError:  # not on POSIX: no lock, as MLflow itself
-    fcntl = None
+from src.utils.file_lock import exclusive_lock
 
 SQLITE = "sqlite:///"
 
@@ -37,16 +34,11 @@ def sqlite_file(tracking_uri: str | None) -> Path | None:
 def store_lock(tracking_uri: str | None) -> Iterator[None]:
     """Hold an exclusive lock on `<database>.lock` for a SQLite store (nothing for others)."""
     path = sqlite_file(tracking_uri)
-    if path is None or fcntl is None:
+    if path is None:
         yield
         return
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path.with_name(path.name + ".lock"), "a") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
+    with exclusive_lock(path.with_name(path.name + ".lock")):
+        yield
 
 
 def experiment_id(client: Any, name: str, artifact_location: str | None = None) -> str:

@@ -7,7 +7,8 @@ multiplies: a few rows while decoding, thousands in the log-prob forwards
 (`docs/performance.md`). The op is private and has no backward of its own, so:
 
 - it is used only where `faster_here()` finds it clearly faster than `F.linear` on this
-  machine (timed once per process on a fixed product), so a CPU where MKL is quick keeps MKL;
+  machine (timed on a fixed product once per machine, `src.utils.per_machine`, so every
+  process there rounds alike), so a CPU where MKL is quick keeps MKL;
 - decoding reads it through `src.model.fast.packed` (`packed_product`), under the probes of
   the packed paths there;
 - the log-prob forwards read it through `onednn_linears`, which routes every float32 CPU
@@ -31,13 +32,14 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from src.model.fast.probe import largest_difference, proven, turned_off
+from src.utils.per_machine import measured_once
 
 log = logging.getLogger(__name__)
 
 PATH = "onednn_products"
 FASTER_BY = 0.9  # oneDNN is used where it takes at most this share of F.linear's time
 
-_faster: list[bool] = []  # this process's timing verdict, once measured
+_faster: list[bool] = []  # the machine's timing verdict, once this process has read it
 
 
 def available() -> bool:
@@ -58,10 +60,12 @@ def product(x: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
 
 def faster_here() -> bool:
     """Whether oneDNN's product beats `F.linear` on this machine by `FASTER_BY`: both timed
-    on a fixed 64 x 576 by 576 x 1536 float32 product, taking turns, once per process (a few
-    milliseconds); any failure of the op counts as not faster."""
+    on a fixed 64 x 576 by 576 x 1536 float32 product, taking turns (a few milliseconds);
+    any failure of the op counts as not faster. Timed once per machine and kept
+    (`measured_once`): a verdict timed in each process could differ between two runs of one
+    seed, or a run and its continuation, whose sums would then round differently."""
     if not _faster:
-        _faster.append(_time_both())
+        _faster.append(bool(measured_once(PATH, _time_both)))
     return _faster[0]
 
 

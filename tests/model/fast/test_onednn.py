@@ -1,6 +1,7 @@
 """The oneDNN products: equal to `F.linear` in value and gradient, used only where proven and
 faster, caught when planted wrong, and undone after the block."""
 
+import json
 import logging
 
 import pytest
@@ -9,6 +10,7 @@ import torch.nn.functional as F
 
 from src.model.fast import onednn, packed
 from src.model.fast.probe import verdicts
+from src.utils import per_machine
 from tests.helpers.models import lora_lm, random_rollout
 
 pytestmark = pytest.mark.skipif(not onednn.available(), reason="torch built without oneDNN")
@@ -114,6 +116,26 @@ def test_a_broken_op_counts_as_not_faster(monkeypatch):
 
     monkeypatch.setattr(onednn, "product", broken)
     assert onednn._time_both() is False
+
+
+@pytest.mark.parametrize("kept", [True, False])
+def test_the_verdict_a_process_kept_is_read_not_timed_again(kept, tmp_path, monkeypatch):
+    """Every process of a machine takes the same products: a verdict timed in each could
+    differ between a run and its continuation, whose sums would then round differently."""
+    monkeypatch.setenv(per_machine.FOLDER_VARIABLE, str(tmp_path))
+    (tmp_path / f"{onednn.PATH}.json").write_text(json.dumps({per_machine.machine_key(): kept}))
+    monkeypatch.setattr(onednn, "_faster", [])
+    monkeypatch.setattr(onednn, "_time_both", lambda: pytest.fail("timed again"))
+    assert onednn.faster_here() is kept
+
+
+def test_the_first_timing_is_kept_for_the_machine(tmp_path, monkeypatch):
+    monkeypatch.setenv(per_machine.FOLDER_VARIABLE, str(tmp_path))
+    monkeypatch.setattr(onednn, "_faster", [])
+    monkeypatch.setattr(onednn, "_time_both", lambda: True)
+    assert onednn.faster_here() is True
+    kept = json.loads((tmp_path / f"{onednn.PATH}.json").read_text())
+    assert kept == {per_machine.machine_key(): True}
 
 
 def test_first_used_under_inference_mode_it_is_proven_and_routes(tiny_lm, faster, caplog):

@@ -1,0 +1,104 @@
+"""A measurement made once per machine: every process reads the first one's value
+(src/utils/per_machine.py)."""
+
+from __future__ import annotations
+
+import json
+import multiprocessing
+import os
+from pathlib import Path
+
+import pytest
+import torch
+
+from src.utils import per_machine
+from src.utils.per_machine import machine_key, measured_once
+
+PROCESSES = 4
+
+
+@pytest.fixture
+def cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.setenv(per_machine.FOLDER_VARIABLE, str(tmp_path / "cache"))
+    return tmp_path / "cache"
+
+
+class Counted:
+    """A measurement that returns `value` and counts its calls."""
+
+    def __init__(self, value: object) -> None:
+        self.value, self.calls = value, 0
+
+    def __call__(self) -> object:
+        self.calls += 1
+        return self.value
+
+
+def test_the_first_value_is_kept_and_read_back(cache: Path) -> None:
+    first, second = Counted(True), Counted(False)
+    assert measured_once("speed", first) is True
+    assert measured_once("speed", second) is True  # read, not measured again
+    assert (first.calls, second.calls) == (1, 0)
+    assert json.loads((cache / "speed.json").read_text()) == {machine_key(): True}
+
+
+def test_another_thread_count_is_measured_for_itself(cache: Path) -> None:
+    threads = torch.get_num_threads()
+    assert measured_once("speed", Counted(1.5)) == 1.5
+    try:
+        torch.set_num_threads(threads + 1)
+        assert measured_once("speed", Counted(2.5)) == 2.5
+    finally:
+        torch.set_num_threads(threads)
+    assert measured_once("speed", Counted(9.0)) == 1.5
+    assert len(json.loads((cache / "speed.json").read_text())) == 2
+
+
+def test_the_folder_defaults_to_the_users_cache(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(per_machine.FOLDER_VARIABLE, raising=False)
+    monkeypatch.setenv("XDG_CACHE_HOME", "/somewhere/cache")
+    assert per_machine.folder() == Path("/somewhere/cache/grpo-lab")
+    monkeypatch.delenv("XDG_CACHE_HOME")
+    assert per_machine.folder() == Path.home() / ".cache" / "grpo-lab"
+
+
+def test_a_spoilt_file_is_measured_again_and_rewritten(cache: Path, caplog) -> None:
+    cache.mkdir()
+    (cache / "speed.json").write_text("{not json")
+    assert measured_once("speed", Counted("fast")) == "fast"
+    assert "is not a JSON object of measurements" in caplog.text
+    assert json.loads((cache / "speed.json").read_text()) == {machine_key(): "fast"}
+
+
+def test_where_nothing_can_be_kept_each_call_measures(tmp_path: Path, monkeypatch) -> None:
+    (tmp_path / "a_file").write_text("")
+    monkeypatch.setenv(per_machine.FOLDER_VARIABLE, str(tmp_path / "a_file" / "cache"))
+    measure = Counted(True)
+    assert measured_once("speed", measure) is True
+    assert measured_once("speed", measure) is True
+    assert measure.calls == 2  # measured once per call, and no error
+
+
+def _measure_in_a_process(folder: str, barrier, results) -> None:
+    os.environ[per_machine.FOLDER_VARIABLE] = folder
+    barrier.wait()
+    # each process's own measurement differs: only one may be kept and read by all
+    results.put(measured_once("speed", lambda: os.getpid()))
+
+
+def test_processes_started_together_all_read_one_measurement(cache: Path) -> None:
+    context = multiprocessing.get_context("fork")
+    barrier, results = context.Barrier(PROCESSES), context.Queue()
+    processes = [
+        context.Process(target=_measure_in_a_process, args=(str(cache), barrier, results))
+        for _ in range(PROCESSES)
+    ]
+    for process in processes:
+        process.start()
+    values = [results.get(timeout=60) for _ in processes]
+    for process in processes:
+        process.join(timeout=60)
+        assert process.exitcode == 0
+    pids = {process.pid for process in processes}
+    assert len(set(values)) == 1 and values[0] in pids, values
+    assert json.loads((cache / "speed.json").read_text()) == {machine_key(): values[0]}
