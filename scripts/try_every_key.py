@@ -46,7 +46,12 @@ def leaves(node: DictConfig, prefix: str = "") -> list[str]:
 
 def verdict(raw: dict, key: str, value: object) -> str:
     """`accepted`, or `refused` (a `UserError` of one line); anything else raises."""
-    cfg = OmegaConf.create(raw)
+    return trial(OmegaConf.create(raw), key, value, original=None)
+
+
+def trial(cfg: DictConfig, key: str, value: object, original: object) -> str:
+    """`verdict` with `key` set to `value` in `cfg` itself, and set back to `original` after
+    (the walk builds one config per task, not one per value)."""
     OmegaConf.update(cfg, key, value, merge=False)
     try:
         check_settings(cfg)
@@ -54,6 +59,8 @@ def verdict(raw: dict, key: str, value: object) -> str:
         if "\n" in str(error):
             raise AssertionError(f"{key}={value!r}: a message of several lines: {error}") from None
         return "refused"
+    finally:
+        OmegaConf.update(cfg, key, original, merge=False)
     return "accepted"
 
 
@@ -66,7 +73,19 @@ def task_config(task: str, folder: Path) -> DictConfig:
 def trials(cfg: DictConfig) -> dict[str, Counter[str]]:
     """key -> how many of `BAD_VALUES` were accepted and refused."""
     raw = OmegaConf.to_container(cfg, resolve=False)
-    return {key: Counter(verdict(raw, key, value) for value in BAD_VALUES) for key in leaves(cfg)}
+    walked = OmegaConf.create(raw)  # each key is set back after its values
+    return {
+        key: Counter(trial(walked, key, value, raw_value(raw, key)) for value in BAD_VALUES)
+        for key in leaves(cfg)
+    }
+
+
+def raw_value(raw: dict, key: str) -> object:
+    """The value at a dotted key of the unresolved config (an interpolation as its text)."""
+    node: object = raw
+    for part in key.split("."):
+        node = node[part]  # type: ignore[index]
+    return node
 
 
 def main() -> None:

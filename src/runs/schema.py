@@ -292,18 +292,16 @@ SETTINGS: dict[str, Setting | AnyOf] = {
 def value_at(cfg: DictConfig, key: str) -> Any:
     """The resolved value of a dotted key, or `MISSING` where the config has no such key."""
     node: Any = cfg
-    parts = key.split(".")
-    for part in parts[:-1]:
-        if not OmegaConf.is_dict(node) or part not in node or node[part] is None:
+    for part in key.split("."):
+        if not OmegaConf.is_dict(node):  # a value, or None, where a section belongs
             return MISSING
-        node = node[part]
-    if not OmegaConf.is_dict(node) or parts[-1] not in node:
-        return MISSING
-    try:
-        value = node[parts[-1]]
-    except Exception:  # an interpolation that resolves only inside a Hydra job
-        return MISSING
-    return OmegaConf.to_container(value, resolve=True) if OmegaConf.is_config(value) else value
+        try:
+            node = node.get(part, MISSING)  # one lookup: each one resolves interpolations
+        except Exception:  # an interpolation that resolves only inside a Hydra job
+            return MISSING
+        if node is MISSING:
+            return MISSING
+    return OmegaConf.to_container(node, resolve=True) if OmegaConf.is_config(node) else node
 
 
 def keys_matching(cfg: DictConfig, pattern: str) -> list[str]:
