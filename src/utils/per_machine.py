@@ -42,14 +42,27 @@ def folder() -> Path:
 
 
 def processor() -> str:
-    """The processor's model name (Linux's /proc/cpuinfo), else what `platform` knows."""
+    """The processor's model name, family and model (Linux's /proc/cpuinfo: a virtual machine
+    may name only the maker), else what `platform` knows."""
     try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
+        found = processor_in(Path("/proc/cpuinfo").read_text())
     except OSError:
-        pass
-    return platform.processor() or platform.machine()
+        found = None
+    return found or platform.processor() or platform.machine()
+
+
+def processor_in(cpuinfo: str) -> str | None:
+    """`NAME (family F, model M)` from the first processor's block of a /proc/cpuinfo text."""
+    fields: dict[str, str] = {}
+    for line in cpuinfo.splitlines():
+        name, _, value = line.partition(":")
+        if not name.strip():  # the first processor's block ends
+            break
+        fields.setdefault(name.strip(), value.strip())
+    if "model name" not in fields:
+        return None
+    family, model = fields.get("cpu family", "?"), fields.get("model", "?")
+    return f"{fields['model name']} (family {family}, model {model})"
 
 
 def machine_key() -> str:

@@ -62,6 +62,16 @@ def test_the_folder_defaults_to_the_users_cache(monkeypatch: pytest.MonkeyPatch)
     assert per_machine.folder() == Path.home() / ".cache" / "grpo-lab"
 
 
+def test_the_processor_is_named_with_its_family_and_model() -> None:
+    cpuinfo = (
+        "processor\t: 0\nvendor_id\t: AuthenticAMD\ncpu family\t: 25\nmodel\t\t: 17\n"
+        "model name\t: AMD EPYC\n\nprocessor\t: 1\ncpu family\t: 26\nmodel name\t: Other\n"
+    )
+    assert per_machine.processor_in(cpuinfo) == "AMD EPYC (family 25, model 17)"
+    assert per_machine.processor_in("processor\t: 0\nBogoMIPS\t: 50.00\n") is None
+    assert per_machine.processor()  # whatever this machine is, it has a name
+
+
 def test_a_spoilt_file_is_measured_again_and_rewritten(cache: Path, caplog) -> None:
     cache.mkdir()
     (cache / "speed.json").write_text("{not json")
