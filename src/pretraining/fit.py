@@ -9,7 +9,6 @@ from typing import Any
 import lightning as L
 import torch
 from torch.utils.data import DataLoader
-from transformers import get_cosine_schedule_with_warmup
 
 from src.data.datamodule import PromptDataModule, keep_rows, step_loader
 from src.utils.progress import StepProgressBar
@@ -23,6 +22,10 @@ def warmup_cosine(
 ) -> dict[str, Any]:
     """A stage's optimizer over `parameters` with linear warm-up then cosine decay to 0,
     stepped every step: what a `configure_optimizers` returns."""
+    # imported here: transformers' optimization module brings in peft and bitsandbytes, which
+    # a run without LoRA or 4-bit never needs (over a second of every process's start)
+    from transformers import get_cosine_schedule_with_warmup
+
     built = optimizer(parameters)
     schedule = get_cosine_schedule_with_warmup(built, warmup_steps, max_steps)
     return {"optimizer": built, "lr_scheduler": {"scheduler": schedule, "interval": "step"}}

@@ -78,6 +78,7 @@ def measured_once(name: str, measure: Callable[[], Any]) -> Any:
     key = machine_key()
     value: Any = _NOT_YET
     try:
+        path.parent.mkdir(parents=True, exist_ok=True)
         with exclusive_lock(path.with_name(path.name + ".lock")):
             kept = _read(path)
             if key in kept:
