@@ -94,13 +94,9 @@ def machine_measurements(tmp_path_factory: pytest.TempPathFactory) -> Iterator[P
     """The suite's per-machine measurements (`src.utils.per_machine`) in a folder of its own,
     shared by the training processes the tests start, and kept out of the user's cache."""
     folder = tmp_path_factory.mktemp("machine_cache")
-    previous = os.environ.get(per_machine.FOLDER_VARIABLE)
-    os.environ[per_machine.FOLDER_VARIABLE] = str(folder)
-    yield folder
-    if previous is None:
-        os.environ.pop(per_machine.FOLDER_VARIABLE, None)
-    else:
-        os.environ[per_machine.FOLDER_VARIABLE] = previous
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv(per_machine.FOLDER_VARIABLE, str(folder))
+        yield folder
 
 
 @pytest.fixture(autouse=True)
