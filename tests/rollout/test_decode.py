@@ -123,3 +123,43 @@ def test_sampler_forces_the_completion_length(tiny_lm: CausalLM) -> None:
     assert rollout.lengths.tolist() == [9] * 6
     with pytest.raises(ValueError, match="min_completion_length"):
         HFSampler(max_completion_length=4, min_completion_length=5)
+
+
+@pytest.mark.parametrize("every", [2, 4, 16])
+@pytest.mark.parametrize("forced", [0, 5])
+def test_asking_whether_rows_ended_less_often_returns_the_same_tokens(
+    every: int, forced: int
+) -> None:
+    """On a GPU the loop asks every few tokens whether all rows have ended; what it drew past
+    the end is cut, so the tokens equal those of asking after every token."""
+    ids, mask = torch.ones(2, 3, dtype=torch.long), torch.ones(2, 3, dtype=torch.long)
+    sampling = Sampling(greedy=True, min_new_tokens=forced)
+    steps = ModuleSteps(EndsAfter(3))
+    each = decode(steps, ids, mask, 2, 12, [5], 0, sampling, ended_check_every=1)
+    fewer = decode(ModuleSteps(EndsAfter(3)), ids, mask, 2, 12, [5], 0, sampling, every)
+    assert each.size(1) == (3 if forced == 0 else forced + 1)
+    assert torch.equal(each, fewer)
+
+
+def test_rows_that_never_end_keep_every_token_when_asked_less_often(tiny_lm: CausalLM) -> None:
+    torch.manual_seed(5)
+    each = run(tiny_lm, Sampling(min_new_tokens=12), new=12)
+    ids, mask = encoded(tiny_lm)
+    torch.manual_seed(5)
+    tiny_lm.network.eval()
+    try:
+        fewer = decode(
+            ModuleSteps(tiny_lm.network, tiny_lm.keeps_few_logits),
+            ids,
+            mask,
+            2,
+            12,
+            tiny_lm.eos_token_ids,
+            tiny_lm.tokenizer.pad_token_id,
+            Sampling(min_new_tokens=12),
+            ended_check_every=5,
+        )
+    finally:
+        tiny_lm.network.train()
+    assert each.shape == fewer.shape == (6, 12)
+    assert torch.equal(each, fewer)

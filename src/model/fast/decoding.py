@@ -1,8 +1,10 @@
 """The decoding steps the hf sampler runs: the quickest that are proven on this network.
 
-Three fast paths serve decoding: `fused_steps` (`LlamaSteps`, our own step for float32
-Llama-family networks), `packed_weights` (MKL-packed weights on the CPU, inside the fused step
-or under the modules) and `cache_room` (the module cache allocated once). Each is checked the
+Five fast paths serve decoding. On a GPU: `captured_steps` (`StaticSteps`, the fused step with
+fixed shapes, replayed as a CUDA graph), and `static_steps`, the same step without the graph
+(what the CPU tests run). On the CPU: `fused_steps` (`LlamaSteps`, our own step for float32
+Llama-family networks), `packed_weights` (MKL-packed weights, inside the fused step or under
+the modules). Anywhere: `cache_room` (the module cache allocated once). Each is checked the
 same way before its first use on a kind of network: the very steps object the sampler is about
 to use decodes a probe batch for a few steps with the probe's tokens fed back (teacher
 forcing), and the log-softmaxed logits of every step are compared with those of one forward
@@ -22,9 +24,11 @@ from functools import partial
 import torch
 from torch import nn
 
+from src.model.fast.captured_steps import CapturedSteps
 from src.model.fast.llama_steps import LlamaSteps, Product
 from src.model.fast.packed import can_pack, packable, packed_linears
 from src.model.fast.probe import (
+    device_of,
     imply,
     largest_difference,
     log_softmax_difference,
@@ -33,6 +37,7 @@ from src.model.fast.probe import (
     standing,
 )
 from src.model.positions import position_ids
+from src.model.fast.static_steps import StaticSteps
 from src.model.steps import ModuleSteps, Steps
 
 
@@ -43,12 +48,24 @@ def decoding_steps(
     keeps_few_logits: bool = True,
     fused: bool = True,
     packed: bool = True,
+    static: bool | None = None,
 ) -> Iterator[Steps]:
     """Within the block, decoding steps for `rows` rows of `network` (in eval mode), the first
-    of these that applies and is proven: `LlamaSteps` packed, then unpacked (where `fused`
-    asks for them); the network's modules under packed weights (where `packed` asks for
-    them); the modules as they are. The modules' cache is allocated once where that is proven.
-    `keeps_few_logits`: whether the network's forward takes `logits_to_keep`."""
+    of these that applies and is proven: `StaticSteps`, replayed as a CUDA graph on a GPU
+    (where `static` asks for them; by default where `fused` does and the network is on a
+    GPU); `LlamaSteps` packed, then unpacked (where `fused` asks for them); the network's
+    modules under packed weights (where `packed` asks for them); the modules as they are. The
+    modules' cache is allocated once where that is proven. `keeps_few_logits`: whether the
+    network's forward takes `logits_to_keep`."""
+    if static is None:
+        static = fused and device_of(network).type == "cuda"
+    if static:
+        found = static_steps(network, rows)
+        if found is not None:
+            path, steps = found
+            if proven(path, network, partial(teacher_forced_difference, network, steps, rows)):
+                yield steps
+                return
     packings = [True, False] if packed and can_pack(rows) and packable(network) else [False]
     if fused:
         for pack in packings:
@@ -70,6 +87,18 @@ def decoding_steps(
                 yield steps
                 return
     yield steps
+
+
+def static_steps(network: nn.Module, rows: int) -> tuple[str, Steps] | None:
+    """The fixed-shape fused steps for `network` and the name of their path: replayed as a
+    CUDA graph on a GPU (`captured_steps`), as they are elsewhere (`static_steps`); None where
+    `StaticSteps` does not serve the network."""
+    steps = StaticSteps.of(network, rows, pack=False)
+    if steps is None:
+        return None
+    if device_of(network).type == "cuda":
+        return "captured_steps", CapturedSteps(steps)
+    return "static_steps", steps
 
 
 def fused_steps_proven(network: nn.Module, steps: LlamaSteps, rows: int) -> bool:

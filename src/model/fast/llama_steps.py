@@ -37,7 +37,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from src.model.fast.lean_layers import LEAN_NORMS, SILU_CLASSES
-from src.model.fast.packed import can_pack, effective_weight, packed_product, smallest_packed
+from src.model.fast.packed import can_pack, merged_weight, packed_product, smallest_packed
 from src.model.positions import position_ids
 
 # causal LM classes whose decoder layers are pre-norm RMSNorm, rotary attention and a SiLU
@@ -110,7 +110,8 @@ class LlamaSteps:
     def of(cls, network: nn.Module, rows: int, pack: bool = True) -> LlamaSteps | None:
         """Steps for `network` (a causal LM, or a peft model over one) at `rows` rows, its
         large products packed for MKL when `pack` (and worth it), or None
-        when it is not a float32 eval-mode network of `STEPPED_CLASSES` with plain rotary
+        when it is not an eval-mode network of `STEPPED_CLASSES`, of a type and on a device
+        that `serves` takes, with plain rotary
         embeddings, plain RMSNorms, SiLU MLPs, and linear layers that are `nn.Linear` or
         vanilla LoRA over one."""
         base = network.get_base_model() if hasattr(network, "get_base_model") else network
@@ -129,7 +130,7 @@ class LlamaSteps:
             LEAN_NORMS
         ):
             return None
-        if inner.embed_tokens.weight.dtype != torch.float32:
+        if not cls.serves(inner.embed_tokens.weight):
             return None
         layers = []
         for layer in inner.layers:
@@ -141,6 +142,12 @@ class LlamaSteps:
         if lm_head is None:
             return None
         return cls(base, layers, lm_head, rows)
+
+    @staticmethod
+    def serves(weight: Tensor) -> bool:
+        """Whether networks with weights like `weight` are stepped: float32 on the CPU, where
+        per-operation overhead is what a step costs."""
+        return weight.dtype == torch.float32 and weight.device.type == "cpu"
 
     def packed_products(self) -> list[Product]:
         """One packed product of each distinct shape (weight, bias or not): what the probe of
@@ -176,13 +183,16 @@ class LlamaSteps:
         cos, sin = self._rotary(position_ids(prompt_mask).unsqueeze(-1))  # [B, P, 1, dim]
         real = prompt_mask.bool()
         causal = torch.ones(filled, filled, dtype=torch.bool, device=real.device).tril_()
-        allowed = (causal & real.unsqueeze(1)).unsqueeze(1)  # [B, 1, P, P]: True attends
+        # [B, 1, P, P], True attends; a padding position attends to itself only, so that its
+        # (never read) keys and values are finite whatever kernel SDPA picks
+        own = torch.eye(filled, dtype=torch.bool, device=real.device)
+        allowed = ((causal & real.unsqueeze(1)) | own).unsqueeze(1)
         hidden = F.embedding(prompt_ids, self.embed)
         rotated_width = (heads + kv_heads) * dim
         self.keys, self.values = [], []
         for layer in self.layers:
             qkv = layer.qkv.any(self._normalized(hidden))
-            rotated = _rotate(
+            rotated = rotate(
                 qkv[..., :rotated_width].view(prompts, filled, heads + kv_heads, dim), cos, sin
             )
             query = rotated[:, :, :heads].transpose(1, 2)  # [B, heads, P, head_dim]
@@ -201,7 +211,7 @@ class LlamaSteps:
                 attn_mask=allowed,
                 scale=self.scaling,
                 enable_gqa=heads != kv_heads,
-            )  # a padding position attends to nothing: zeros, never read (its keys are masked)
+            )  # a padding position's output is never read: its keys are masked for the others
             hidden = hidden + layer.out.any(
                 attended.transpose(1, 2).reshape(prompts, filled, heads * dim)
             )
@@ -235,7 +245,7 @@ class LlamaSteps:
         for index, layer in enumerate(self.layers):
             qkv = layer.qkv(self._normalized(hidden))
             # queries and keys are rotated together, then split
-            rotated = _rotate(qkv[:, :rotated_width].view(rows, heads + kv_heads, dim), cos, sin)
+            rotated = rotate(qkv[:, :rotated_width].view(rows, heads + kv_heads, dim), cos, sin)
             keys, values = self.keys[index], self.values[index]
             keys.view(rows, kv_heads, -1, dim)[:, :, at] = rotated[:, heads:]
             values.view(rows, kv_heads, -1, dim)[:, :, at] = qkv[:, rotated_width:].view(
@@ -265,7 +275,7 @@ class LlamaSteps:
     def _rotary(self, positions: Tensor) -> tuple[Tensor, Tensor]:
         """cos and sin [..., 1, head_dim] at `positions` [..., 1] ([rows, 1] for a step,
         [B, P, 1] for the prompts), as the network's rotary module computes them, with the
-        first half of sin negated (what `_rotate` multiplies)."""
+        first half of sin negated (what `rotate` multiplies)."""
         freqs = positions.float() * self.inv_freq
         angles = torch.cat([freqs, freqs], dim=-1).unsqueeze(-2)
         cos, sin = angles.cos(), angles.sin()
@@ -289,8 +299,8 @@ def _layer(layer: nn.Module, rows: int, pack: bool) -> _Layer | None:
     # each RMSNorm's weight, with the sqrt(width) that `LlamaSteps._normalized` leaves out,
     # scales the input columns of the products that read it
     root = layer.input_layernorm.weight.numel() ** 0.5
-    norm_in = layer.input_layernorm.weight.detach() * root
-    norm_post = layer.post_attention_layernorm.weight.detach() * root
+    norm_in = layer.input_layernorm.weight.detach().float() * root
+    norm_post = layer.post_attention_layernorm.weight.detach().float() * root
     qkv = _fused([attention.q_proj, attention.k_proj, attention.v_proj], rows, pack, norm_in)
     gate_up = _fused([mlp.gate_proj, mlp.up_proj], rows, pack, norm_post)
     out = _fused([attention.o_proj], rows, pack)
@@ -304,18 +314,19 @@ def _fused(
     modules: list[nn.Module], rows: int, pack: bool, input_scale: Tensor | None = None
 ) -> Product | None:
     """One product for several linear layers of the same input, their outputs side by side,
-    or None when one of them is not a layer `effective_weight` reads. With `input_scale`
-    [in_features] the product is that of the layers' input multiplied by it."""
+    or None when one of them is not a layer `merged_weight` reads. With `input_scale`
+    [in_features] the product is that of the layers' input multiplied by it (the scaled weight
+    computed in float32 and rounded once to the weights' type)."""
     weights, biases = [], []
     for module in modules:
-        weight, bias = effective_weight(module)
+        weight, bias = merged_weight(module)
         if weight is None:
             return None
         weights.append(weight)
         biases.append(bias)
     weight = weights[0] if len(weights) == 1 else torch.cat(weights, dim=0)
     if input_scale is not None:
-        weight = weight * input_scale
+        weight = (weight.float() * input_scale.float()).to(weight.dtype)
     if all(bias is None for bias in biases):
         bias = None
     else:
@@ -328,7 +339,7 @@ def _fused(
     return Product(weight, bias, rows, pack)
 
 
-def _rotate(x: Tensor, cos: Tensor, signed_sin: Tensor) -> Tensor:
+def rotate(x: Tensor, cos: Tensor, signed_sin: Tensor) -> Tensor:
     """Rotary embedding of x [rows, heads, dim] (the two halves rotated as one complex
     number each): x * cos + (-second, first) * sin, the swapped halves as a roll and the
     sign in `signed_sin`."""

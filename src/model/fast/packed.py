@@ -80,21 +80,32 @@ def effective_weight(
     least `min_elements` weights we can pack: a plain `nn.Linear`, or a peft LoRA `Linear` over
     one whose active adapters are all vanilla LoRA (their deltas merged into a new tensor,
     only once the size is known to qualify); (None, None) for anything else."""
-    if type(module) is nn.Linear:
-        return _packable(module.weight, min_elements), module.bias
-    base = lora_base(module)
-    weight = None if base is None else _packable(base.weight, min_elements)
-    if weight is None:
+    base = module if type(module) is nn.Linear else lora_base(module)
+    if base is None or _packable(base.weight, min_elements) is None:
         return None, None
+    return merged_weight(module)
+
+
+def merged_weight(module: nn.Module) -> tuple[Tensor | None, Tensor | None]:
+    """The weight and bias that `module` applies, of any float type and device: a plain
+    `nn.Linear`'s own, or for a peft LoRA `Linear` over one whose active adapters are all
+    vanilla LoRA, its base weight with their deltas added in float32 and rounded once to the
+    weight's type (a new tensor); (None, None) for anything else."""
+    if type(module) is nn.Linear:
+        return module.weight.detach(), module.bias
+    base = lora_base(module)
+    if base is None or base.weight.dim() != 2 or not base.weight.is_floating_point():
+        return None, None
+    weight = base.weight.detach()
     if module.merged or module.disable_adapters:
         return weight, base.bias  # the base alone is what the layer computes
     adapters = [name for name in module.active_adapters if name in module.lora_A]
     if not all(_vanilla(module, name) for name in adapters):
         return None, None  # DoRA and other variants, or adapter biases: left as they are
-    merged = weight.clone()
+    merged = weight.float().clone()
     for name in adapters:
-        merged += module.get_delta_weight(name).to(merged.dtype)
-    return merged, base.bias
+        merged += module.get_delta_weight(name).float()
+    return merged.to(weight.dtype), base.bias
 
 
 def lora_base(module: nn.Module) -> nn.Linear | None:

@@ -154,6 +154,12 @@ def tolerance_of(network: nn.Module) -> float:
     return TOLERANCE.get(dtype, TOLERANCE[torch.float32])
 
 
+def device_of(network: nn.Module) -> torch.device:
+    """The device of the network's first parameter (the CPU for a network without any)."""
+    parameter = next(network.parameters(), None)
+    return parameter.device if parameter is not None else torch.device("cpu")
+
+
 def probe_input(
     network: nn.Module, prompts: int = 2, group_size: int = 2, prompt_length: int = 6
 ) -> tuple[Tensor, Tensor, Tensor]:
@@ -168,7 +174,7 @@ def probe_input(
     if prompts > 1:
         mask[1, :2] = 0
     continuations = torch.randint(0, vocab, (prompts * group_size, 3), generator=generator)
-    device = next(network.parameters()).device
+    device = device_of(network)
     return ids.to(device), mask.to(device), continuations.to(device)
 
 

@@ -4,51 +4,20 @@ serve."""
 
 import pytest
 import torch
-from peft import LoraConfig, get_peft_model
-from transformers import LlamaConfig, LlamaForCausalLM, Qwen2Config, Qwen2ForCausalLM
+from transformers import Qwen2Config, Qwen2ForCausalLM
 
 from src.model.fast.llama_steps import LlamaSteps
-from src.model.positions import position_ids
 from src.model.steps import ModuleSteps
 from src.rollout.decode import Sampling, decode
 from src.rollout.hf import HFSampler
-
-SMALL = {
-    "vocab_size": 61,
-    "hidden_size": 64,
-    "intermediate_size": 96,
-    "num_hidden_layers": 2,
-    "num_attention_heads": 4,
-    "num_key_value_heads": 2,  # two query heads per key/value head
-    "max_position_embeddings": 64,
-    "pad_token_id": 0,
-}
-
-
-def small_llama(**overrides):
-    torch.manual_seed(0)
-    return with_random_norms(LlamaForCausalLM(LlamaConfig(**{**SMALL, **overrides})).eval())
-
-
-def with_random_norms(network):
-    """`network` with every RMSNorm weight drawn from [0.5, 1.5] instead of all ones, so a
-    norm weight applied to the wrong axis or left out shows in the logits."""
-    torch.manual_seed(3)
-    for name, parameter in network.named_parameters():
-        if "norm" in name:
-            parameter.data.uniform_(0.5, 1.5)
-    return network
-
-
-def with_lora(network, **lora):
-    """`network` under a LoRA adapter on every linear layer, its B matrices non-zero."""
-    config = LoraConfig(r=4, lora_alpha=8, target_modules="all-linear", **lora)
-    network = get_peft_model(network, config)
-    torch.manual_seed(1)
-    for name, parameter in network.named_parameters():
-        if "lora_B" in name:
-            parameter.data.normal_(0.0, 0.05)
-    return network.eval()
+from tests.helpers.small_llama import (
+    SMALL,
+    module_logits,
+    prompts,
+    small_llama,
+    with_lora,
+    with_random_norms,
+)
 
 
 def step_logits(network, prompt_ids, prompt_mask, group_size, tokens):
@@ -65,26 +34,6 @@ def step_logits(network, prompt_ids, prompt_mask, group_size, tokens):
         found = [steps.step(tokens[:, t], position + t) for t in range(tokens.size(1))]
     found.insert(0, first.repeat_interleave(group_size, dim=0))
     return torch.log_softmax(torch.stack(found, dim=1), dim=-1)
-
-
-def module_logits(network, prompt_ids, prompt_mask, group_size, tokens):
-    """The same as `step_logits`, from one forward of the modules over the whole rows."""
-    ids = torch.cat([prompt_ids.repeat_interleave(group_size, dim=0), tokens], dim=1)
-    mask = torch.cat(
-        [prompt_mask.repeat_interleave(group_size, dim=0), torch.ones_like(tokens)], dim=1
-    )
-    with torch.no_grad():
-        logits = network(input_ids=ids, attention_mask=mask, position_ids=position_ids(mask))
-    return torch.log_softmax(logits.logits[:, prompt_ids.size(1) - 1 :].float(), dim=-1)
-
-
-def prompts(vocab):
-    """Two prompts, the second left-padded by two positions."""
-    torch.manual_seed(2)
-    ids = torch.randint(1, vocab, (2, 6))
-    mask = torch.ones_like(ids)
-    ids[1, :2], mask[1, :2] = 0, 0
-    return ids, mask
 
 
 @pytest.mark.parametrize(

@@ -1,0 +1,108 @@
+"""Fast path `static_steps`: the fused decoding step of `LlamaSteps` with every shape fixed for
+a whole decoding, so that it can be captured once as a CUDA graph (`captured_steps`).
+
+`LlamaSteps.step` attends over the keys written so far, a width that grows by one per token,
+and counts the tokens on the host. Here the key/value cache and the attention mask keep the
+width prompt + new tokens from the first step on: the position written next is a tensor on the
+device (`at`), a step writes its keys and values there with `index_copy_`, opens that position
+in the mask and attends over the whole width, the positions not yet written masked. Nothing
+in a step reads a host value, so every step is the same sequence of kernels on the same
+buffers: what a CUDA graph replays.
+
+It serves networks of any float type on any device (the GPU path runs them in bfloat16):
+norms are computed in float32 and rounded once, as the network's own RMSNorm does, rotary
+tables are cast to the network's type as its attention casts them, and attention goes through
+SDPA, which accumulates in float32. Like every fast path it runs only once the probe has found
+its logits over a few decoding steps equal to the network's own forward
+(`src.model.fast.decoding`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+
+from src.model.fast.llama_steps import LlamaSteps, rotate
+
+
+class StaticSteps(LlamaSteps):
+    """`LlamaSteps` whose `step` has fixed shapes and no host values: `prefill` the prompts,
+    then `step` once per new token, at most the `new_tokens` given to `prefill`."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.at = torch.zeros(1, dtype=torch.long)  # [1]: the position the next step writes
+        self.allowed = torch.zeros(0, dtype=torch.bool)  # [rows, 1, 1, width]: True attends
+
+    @staticmethod
+    def serves(weight: Tensor) -> bool:
+        """Any float type on any device: the path is meant for the GPU's bfloat16 networks."""
+        return weight.is_floating_point()
+
+    @property
+    def dtype(self) -> torch.dtype:
+        """The float type the network computes in."""
+        return self.embed.dtype
+
+    def prefill(
+        self, prompt_ids: Tensor, prompt_mask: Tensor, group_size: int, new_tokens: int
+    ) -> Tensor:
+        logits = super().prefill(prompt_ids, prompt_mask, group_size, new_tokens)
+        with torch.inference_mode():  # the cache's unwritten room is read (masked) by attention:
+            for room in (*self.keys, *self.values):  # zeros, not whatever memory held
+                room[:, self.filled :].zero_()
+        width = self.bias.size(-1)
+        written = torch.arange(width, device=prompt_ids.device) < self.filled
+        # `bias` holds one row per (row, key/value head): the first head's is the row's
+        real = self.bias[:: self.kv_heads].view(self.rows, width) == 0
+        self.allowed = (real & written).view(self.rows, 1, 1, width)
+        self.at = torch.full((1,), self.filled, dtype=torch.long, device=prompt_ids.device)
+        return logits
+
+    @torch.inference_mode()
+    def _last_hidden(self, tokens: Tensor, positions: Tensor) -> Tensor:
+        """The final norm's output [rows, hidden] after `tokens` at `positions`, through every
+        layer, each layer's new key and value written at position `at`, which then advances."""
+        rows, heads, kv_heads, dim = self.rows, self.heads, self.kv_heads, self.head_dim
+        per_kv = heads // kv_heads
+        at = self.at
+        width = self.allowed.size(-1)
+        self.allowed.index_fill_(-1, at, True)
+        cos, sin = self._rotary(positions)
+        hidden = F.embedding(tokens, self.embed)
+        rotated_width = (heads + kv_heads) * dim
+        for index, layer in enumerate(self.layers):
+            qkv = layer.qkv(self._normalized(hidden))
+            rotated = rotate(qkv[:, :rotated_width].view(rows, heads + kv_heads, dim), cos, sin)
+            keys = self.keys[index].view(rows, kv_heads, width, dim)
+            values = self.values[index].view(rows, kv_heads, width, dim)
+            keys.index_copy_(2, at, rotated[:, heads:].unsqueeze(2))
+            values.index_copy_(2, at, qkv[:, rotated_width:].view(rows, kv_heads, 1, dim))
+            # the query heads of one key/value head read it as that many query positions
+            attended = F.scaled_dot_product_attention(
+                rotated[:, :heads].reshape(rows, kv_heads, per_kv, dim),
+                keys,
+                values,
+                attn_mask=self.allowed,
+                scale=self.scaling,
+            )
+            hidden = hidden + layer.out(attended.reshape(rows, heads * dim))
+            gate, up = layer.gate_up(self._normalized(hidden)).chunk(2, dim=1)
+            hidden = hidden + layer.down(F.silu(gate) * up)
+        at.add_(1)
+        return F.rms_norm(hidden, hidden.shape[-1:], self.norm_final, self.eps)
+
+    def _normalized(self, hidden: Tensor) -> Tensor:
+        """`LlamaSteps._normalized` computed in float32 and rounded once to the network's type,
+        as the network's RMSNorm computes."""
+        if hidden.dtype == torch.float32:
+            return super()._normalized(hidden)
+        return super()._normalized(hidden.float()).to(hidden.dtype)
+
+    def _rotary(self, positions: Tensor) -> tuple[Tensor, Tensor]:
+        """`LlamaSteps._rotary`, computed in float32 and cast to the network's type."""
+        cos, sin = super()._rotary(positions)
+        return cos.to(self.dtype), sin.to(self.dtype)

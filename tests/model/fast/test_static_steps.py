@@ -1,0 +1,155 @@
+"""The fixed-shape decoding step (`StaticSteps`, what the GPU replays as a CUDA graph): the
+modules' logits to float rounding, the same tokens and draws as `ModuleSteps`, no host value
+read by a step, and the probe that turns a wrong step away."""
+
+import logging
+
+import pytest
+import torch
+from transformers import Qwen2Config, Qwen2ForCausalLM
+
+from src.model.fast.decoding import decoding_steps
+from src.model.fast.probe import forget_verdicts, standing
+from src.model.fast.static_steps import StaticSteps
+from src.model.steps import ModuleSteps
+from src.rollout.decode import Sampling, decode
+from tests.helpers.small_llama import (
+    SMALL,
+    module_logits,
+    prompts,
+    small_llama,
+    with_lora,
+    with_random_norms,
+)
+
+
+def static_logits(network, prompt_ids, prompt_mask, group_size, tokens):
+    """Log-softmax [rows, 1 + T, V] of the prompts' last logits and of each step's, through
+    `StaticSteps` with the tokens [rows, T] fed one at a time."""
+    steps = StaticSteps.of(network, prompt_ids.size(0) * group_size)
+    assert steps is not None
+    with torch.no_grad():
+        first = steps.prefill(prompt_ids, prompt_mask, group_size, tokens.size(1))
+        position = prompt_mask.repeat_interleave(group_size, dim=0).sum(dim=1, keepdim=True)
+        found = [steps.step(tokens[:, t], position + t) for t in range(tokens.size(1))]
+    found.insert(0, first.repeat_interleave(group_size, dim=0))
+    return torch.log_softmax(torch.stack(found, dim=1).float(), dim=-1)
+
+
+@pytest.mark.parametrize(
+    "build",
+    [
+        lambda: small_llama(),
+        lambda: small_llama(num_key_value_heads=4),
+        lambda: with_lora(small_llama()),
+        lambda: small_llama(attention_bias=True, mlp_bias=True),
+        lambda: with_random_norms(Qwen2ForCausalLM(Qwen2Config(**SMALL)).eval()),
+    ],
+    ids=["gqa", "mha", "lora", "biases", "qwen2"],
+)
+def test_static_steps_give_the_modules_log_probs(build):
+    network = build()
+    ids, mask = prompts(SMALL["vocab_size"])
+    tokens = torch.randint(1, SMALL["vocab_size"], (6, 5))
+    ours = static_logits(network, ids, mask, 3, tokens)
+    assert ours.shape == (6, 6, SMALL["vocab_size"])
+    assert (ours - module_logits(network, ids, mask, 3, tokens)).abs().max() < 1e-5
+
+
+def test_bfloat16_networks_are_served_within_the_probes_tolerance():
+    network = small_llama().to(torch.bfloat16)
+    ids, mask = prompts(SMALL["vocab_size"])
+    tokens = torch.randint(1, SMALL["vocab_size"], (4, 4))
+    ours = static_logits(network, ids, mask, 2, tokens)
+    theirs = module_logits(network, ids, mask, 2, tokens)
+    assert not ours.isnan().any()
+    assert (ours - theirs).abs().max() < 5e-2  # TOLERANCE[bfloat16]
+
+
+def test_a_fully_padded_start_reads_as_the_modules_do():
+    network = small_llama()
+    ids, mask = prompts(SMALL["vocab_size"])
+    mask[1, :5], ids[1, :5] = 0, 0  # the second prompt is one real token after five pads
+    tokens = torch.randint(1, SMALL["vocab_size"], (4, 3))
+    ours = static_logits(network, ids, mask, 2, tokens)
+    assert not ours.isnan().any()
+    assert (ours - module_logits(network, ids, mask, 2, tokens)).abs().max() < 1e-5
+
+
+def test_a_step_reads_no_host_value_and_keeps_its_buffers():
+    """What a CUDA graph needs: every step the same kernels on the same buffers. The host's
+    count of positions is wiped after the prefill; the steps still give the modules' logits,
+    and the cache, the mask and the write position stay the same tensors throughout."""
+    network = small_llama()
+    ids, mask = prompts(SMALL["vocab_size"])
+    tokens = torch.randint(1, SMALL["vocab_size"], (4, 4))
+    steps = StaticSteps.of(network, 4)
+    with torch.no_grad():
+        first = steps.prefill(ids, mask, 2, tokens.size(1))
+        steps.filled = None  # a step that read it would fail
+        buffers = [t.data_ptr() for t in (*steps.keys, *steps.values, steps.allowed, steps.at)]
+        position = mask.repeat_interleave(2, dim=0).sum(dim=1, keepdim=True)
+        found = [steps.step(tokens[:, t], position + t) for t in range(tokens.size(1))]
+    after = [t.data_ptr() for t in (*steps.keys, *steps.values, steps.allowed, steps.at)]
+    assert after == buffers
+    assert int(steps.at) == ids.size(1) + tokens.size(1)
+    ours = torch.log_softmax(torch.stack([first.repeat_interleave(2, dim=0), *found], 1), -1)
+    assert (ours - module_logits(network, ids, mask, 2, tokens)).abs().max() < 1e-5
+
+
+@pytest.mark.parametrize("greedy", [True, False], ids=["greedy", "sampled"])
+def test_tiny_model_decodes_the_same_tokens_as_the_modules(tiny_lm, greedy):
+    batch = tiny_lm.encode_prompts(["What is 12 + 30?\nAnswer:", "Hi"])
+    network = tiny_lm.network.eval()
+    sampling = Sampling(greedy=True) if greedy else Sampling(temperature=0.9, min_new_tokens=4)
+    try:
+        runs = []
+        for steps in (ModuleSteps(network, tiny_lm.keeps_few_logits), StaticSteps.of(network, 6)):
+            torch.manual_seed(3)
+            runs.append(
+                decode(
+                    steps,
+                    batch["input_ids"],
+                    batch["attention_mask"],
+                    3,
+                    12,
+                    tiny_lm.eos_token_ids,
+                    tiny_lm.tokenizer.pad_token_id,
+                    sampling,
+                )
+            )
+    finally:
+        network.train()
+    assert runs[0].size(1) >= 4
+    assert torch.equal(runs[0], runs[1])
+
+
+def test_static_steps_are_probed_and_a_wrong_one_is_turned_away(caplog, monkeypatch):
+    forget_verdicts()
+    network = small_llama()
+    with decoding_steps(network, 4, static=True) as steps:
+        assert isinstance(steps, StaticSteps)
+    assert standing("static_steps", network).proven
+
+    forget_verdicts()
+    right = StaticSteps._last_hidden
+
+    def planted(self, tokens, positions):  # one wrong weight's worth of error
+        return right(self, tokens, positions) * 1.05
+
+    monkeypatch.setattr(StaticSteps, "_last_hidden", planted)
+    ids, mask = prompts(SMALL["vocab_size"])
+    with caplog.at_level(logging.WARNING), decoding_steps(network, 4, static=True) as steps:
+        assert not isinstance(steps, StaticSteps)
+        fallback = decode(steps, ids, mask, 2, 6, [1], 0, Sampling(greedy=True))
+    assert not standing("static_steps", network).proven
+    assert "fast path static_steps disagrees" in caplog.text
+    modules = decode(ModuleSteps(network), ids, mask, 2, 6, [1], 0, Sampling(greedy=True))
+    assert torch.equal(fallback, modules)
+    forget_verdicts()
+
+
+def test_what_static_steps_do_not_serve_goes_through_the_modules():
+    assert StaticSteps.of(small_llama().train(), rows=4) is None
+    assert StaticSteps.of(small_llama(hidden_act="gelu"), rows=4) is None
+    assert StaticSteps.of(small_llama().to(torch.bfloat16), rows=4) is not None
