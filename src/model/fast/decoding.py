@@ -36,8 +36,8 @@ from src.model.fast.probe import (
     proven,
     standing,
 )
-from src.model.positions import position_ids
 from src.model.fast.static_steps import StaticSteps
+from src.model.positions import position_ids
 from src.model.steps import ModuleSteps, Steps
 
 
