@@ -40,8 +40,8 @@ SETTINGS = {
 def measure(shape_name: str, beta: float, steps: int, rounds: int, work: Path) -> dict[str, Any]:
     """Rounds of every setting in turn; per setting its runs' summaries."""
     shape = SHAPES[shape_name]
-    ensure_model_folder(shape)
-    prompts = make_prompts(shape)
+    folder = ensure_model_folder(shape)
+    prompts = make_prompts(shape, folder)
     found: dict[str, list[dict[str, Any]]] = {label: [] for label in SETTINGS}
     for round_number in range(1, rounds + 1):
         for label, off in SETTINGS.items():
@@ -57,6 +57,8 @@ def measure(shape_name: str, beta: float, steps: int, rounds: int, work: Path) -
                 "overrides": [],
                 "compile": False,
                 "prompts": prompts,
+                "device": "cpu",
+                "model_folder": str(folder),
             }
             name = f"{shape_name}-beta{beta}-r{round_number}-{off or 'default'}"
             found[label].append(RunResult.load(run_worker(spec, work, name)).summary())

@@ -1,4 +1,5 @@
-"""Our GRPO training path side by side with TRL's `GRPOTrainer` on identical work, on the CPU.
+"""Our GRPO training path side by side with TRL's `GRPOTrainer` on identical work, on the CPU
+or on one GPU (--device cuda).
 
 Speed mode (default) times both on the same work: the same model folder and weights, the same
 prompt strings (TRL gets them as a plain-text `prompt` column, ours as data rows its generator
@@ -17,6 +18,15 @@ does: generation, reward, losses, backward, optimizer, logging), completion toke
 (generated tokens per step / s per step), peak RSS of the worker, mean completion length,
 mean reward per step. Printed, and written to --out (JSON) and vs_trl.md beside it.
 
+On a GPU (--device cuda) both sides run on one CUDA device with bf16 weights and no autocast
+(ours `hardware=[gpu]`, i.e. Lightning's bf16-true; TRL the model loaded in bf16 with
+bf16=False and its LoRA weights, which peft makes in fp32, cast back to bf16), and each run
+also reports its peak GPU memory (torch.cuda.max_memory_allocated). Configurations (a), (g)
+SmolLM2-135M + LoRA r16 on q,k,v,o, B 8, G 8, T 128, and (h) the same with B 16, G 8, T 256;
+SmolLM2's shape gets random weights there (--weights random: its config and tokenizer from
+outputs/models/smollm2_135m_instruct or outputs/models/smollm2_135m_config), since forced
+lengths make the work the same whatever the weights say.
+
 Learning mode (--learning) compares learning on the embedded arithmetic task: ours with its
 defaults (SFT warm start, then --learning-steps GRPO steps), then TRL from the warm start our
 run cached, with the same rows in the same order, our role's prompts, our reward, and every
@@ -28,6 +38,7 @@ fifth of the steps (steps 80-100 by default), per seed in --seeds.
     nice .venv/bin/python benchmarks/vs_trl.py --configs b --frameworks ours --dtype bfloat16
     nice .venv/bin/python benchmarks/vs_trl.py --configs a --steps 20 --compile  # both compiled
     nice .venv/bin/python benchmarks/vs_trl.py --learning [--learning-steps 100] [--seeds 42,43]
+    python benchmarks/vs_trl.py --device cuda --betas 0.04 --rounds 2   # a, g, h on one GPU
 
 Needs TRL: pip install .[bench]
 """
@@ -35,6 +46,7 @@ Needs TRL: pip install .[bench]
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib.metadata
 import json
 import math
@@ -48,7 +60,17 @@ import time
 from pathlib import Path
 from typing import Any
 
-from vs_trl_common import REPO, SHAPES, RunResult, Shape, make_prompts
+from vs_trl_common import (
+    DEFAULT_CONFIGS,
+    REPO,
+    SHAPES,
+    SMOL_CONFIG,
+    SMOL_FOLDER,
+    RunResult,
+    Shape,
+    build_random_model,
+    make_prompts,
+)
 from vs_trl_report import group_summary, learning_text, markdown, text_table
 from vs_trl_trl import require_trl
 
@@ -88,24 +110,39 @@ def run_worker(spec: dict[str, Any], work: Path, name: str) -> Path:
 
 
 # ------------------------------------------------------------------------------------ setup
-def ensure_model_folder(shape: Shape) -> None:
-    """Build the tiny model, or convert SmolLM2, into outputs/models with our model config,
-    when the folder is not there yet."""
-    if (shape.folder / "config.json").exists():
-        return
+def ensure_model_folder(shape: Shape, random_weights: bool = False) -> Path:
+    """The model folder of a shape, made when it is not there yet: the tiny model built, or
+    SmolLM2 converted, into outputs/models with our model config; or, with `random_weights`,
+    SmolLM2's config and tokenizer with random weights (from the converted folder, or from
+    SMOL_CONFIG where only those files were carried)."""
+    folder = shape.folder(random_weights)
+    if (folder / "config.json").exists():
+        return folder
+    if random_weights:
+        sources = [f for f in (SMOL_FOLDER, SMOL_CONFIG) if (f / "config.json").exists()]
+        if not sources:
+            raise SystemExit(
+                f"--weights random needs SmolLM2's config.json and tokenizer files in "
+                f"{SMOL_FOLDER} or {SMOL_CONFIG}"
+            )
+        build_random_model(sources[0], folder)
+        return folder
     from hydra.utils import instantiate
 
     from src.utils.compose import compose_train_config
 
-    cfg = compose_train_config([f"model={shape.model}", f"paths.models_dir={shape.folder.parent}"])
+    cfg = compose_train_config([f"model={shape.model}", f"paths.models_dir={folder.parent}"])
     if shape.model == "tiny":
         instantiate(cfg.model.builder)(cfg.model.name_or_path)
     else:
         from src.model.offline import convert_gguf
 
-        convert_gguf(**cfg.model.offline_fallback)
-    if not (shape.folder / "config.json").exists():
-        raise SystemExit(f"expected our model config to write {shape.folder}")
+        packaged = dict(cfg.model.offline_fallback)
+        packaged.pop("copy_of", None)  # which hub model it is a copy of: not a conversion setting
+        convert_gguf(**packaged)
+    if not (folder / "config.json").exists():
+        raise SystemExit(f"expected our model config to write {folder}")
+    return folder
 
 
 def versions() -> dict[str, str]:
@@ -137,12 +174,29 @@ def warn_memory(args: argparse.Namespace) -> None:
 
 
 def machine() -> dict[str, Any]:
-    return {"cpus": os.cpu_count(), "platform": platform.platform(), "python": sys.version}
+    found = {"cpus": os.cpu_count(), "platform": platform.platform(), "python": sys.version}
+    with contextlib.suppress(OSError, StopIteration):  # no /proc here, or no model name
+        found["cpu"] = next(
+            line.split(":", 1)[1].strip()
+            for line in Path("/proc/cpuinfo").read_text().splitlines()
+            if line.startswith("model name")
+        )
+    import torch
+
+    if torch.cuda.is_available():
+        found["gpu"] = torch.cuda.get_device_name(0)
+        found["cuda"] = torch.version.cuda
+    return found
 
 
 # ------------------------------------------------------------------------------------ speed
 def speed_group(
-    shape: Shape, beta: float, args: argparse.Namespace, prompts: list[str], work: Path
+    shape: Shape,
+    beta: float,
+    args: argparse.Namespace,
+    prompts: list[str],
+    work: Path,
+    folder: Path,
 ) -> dict[str, Any]:
     """Alternating runs of one configuration and beta: ours, TRL, ours, TRL, ..."""
     runs = []
@@ -155,7 +209,9 @@ def speed_group(
                 "beta": beta,
                 "steps": args.steps,
                 "seed": args.seed,
-                "dtype": args.dtype if framework == "ours" else "float32",
+                "dtype": args.dtype if framework == "ours" or args.device == "cuda" else "float32",
+                "device": args.device,
+                "model_folder": str(folder),
                 "overrides": args.ours_override if framework == "ours" else [],
                 "compile": args.compile,
                 "prompts": prompts,
@@ -172,7 +228,17 @@ def run_speed(args: argparse.Namespace, work: Path) -> dict[str, Any]:
     warn_memory(args)
     settings = {
         key: getattr(args, key)
-        for key in ("steps", "rounds", "frameworks", "dtype", "seed", "ours_override", "compile")
+        for key in (
+            "steps",
+            "rounds",
+            "frameworks",
+            "dtype",
+            "seed",
+            "ours_override",
+            "compile",
+            "device",
+            "weights",
+        )
     }
     settings.update(
         measured=time.strftime("%Y-%m-%d %H:%M"), versions=versions(), machine=machine()
@@ -180,11 +246,11 @@ def run_speed(args: argparse.Namespace, work: Path) -> dict[str, Any]:
     groups = []
     for name in args.configs:
         shape = SHAPES[name]
-        ensure_model_folder(shape)
-        prompts = make_prompts(shape)
+        folder = ensure_model_folder(shape, args.weights == "random")
+        prompts = make_prompts(shape, folder)
         for beta in args.betas:
             print(f"({name}) beta {beta}:", flush=True)
-            group = speed_group(shape, beta, args, prompts, work)
+            group = speed_group(shape, beta, args, prompts, work, folder)
             group["settings"] = settings
             group["notes"] = notes(group)
             print("\n" + text_table(group) + "\n", flush=True)
@@ -221,7 +287,13 @@ def notes(group: dict[str, Any]) -> list[str]:
 
 def group_key(group: dict[str, Any]) -> tuple[Any, ...]:
     settings = group["settings"]
-    return group["shape"], group["beta"], settings["dtype"], settings.get("compile", False)
+    return (
+        group["shape"],
+        group["beta"],
+        settings["dtype"],
+        settings.get("compile", False),
+        settings.get("device", "cpu"),
+    )
 
 
 # ------------------------------------------------------------------------------------ learning
@@ -275,7 +347,23 @@ def names(text: str) -> list[str]:
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--configs", type=names, default=list(SHAPES), help="a,b,c")
+    parser.add_argument(
+        "--configs", type=names, default=None, help="a,b,c (the default on the CPU), a,g,h (GPU)"
+    )
+    parser.add_argument(
+        "--device",
+        choices=("cpu", "cuda"),
+        default="cpu",
+        help="cuda: both sides on one GPU in bf16 (ours hardware=[gpu], TRL bf16 weights)",
+    )
+    parser.add_argument(
+        "--weights",
+        choices=("converted", "random"),
+        default=None,
+        help="SmolLM2's converted weights (default on the CPU) or random weights of its shape "
+        "(default on a GPU, where the weights cannot be carried; forced lengths make the work "
+        "the same)",
+    )
     parser.add_argument(
         "--betas", type=lambda t: [float(b) for b in names(t)], default=[0.0, 0.04], help="0.0,0.04"
     )
@@ -283,7 +371,10 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--rounds", type=int, default=2, help="alternating ours/TRL rounds")
     parser.add_argument("--frameworks", type=names, default=list(FRAMEWORKS), help="ours,trl")
     parser.add_argument(
-        "--dtype", choices=("float32", "bfloat16"), default="float32", help="ours only: TRL is fp32"
+        "--dtype",
+        choices=("float32", "bfloat16"),
+        default=None,
+        help="ours only on the CPU (TRL is fp32 there); both sides on a GPU (default bfloat16)",
     )
     parser.add_argument("--seed", type=int, default=42, help="seed of the speed runs")
     parser.add_argument(
@@ -310,6 +401,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         "--seeds", type=lambda t: [int(s) for s in names(t)], default=[42], help="learning: 42,43"
     )
     args = parser.parse_args(argv)
+    args.configs = args.configs or DEFAULT_CONFIGS[args.device]
+    args.weights = args.weights or ("random" if args.device == "cuda" else "converted")
+    args.dtype = args.dtype or ("bfloat16" if args.device == "cuda" else "float32")
     unknown = set(args.configs) - set(SHAPES) or set(args.frameworks) - set(FRAMEWORKS)
     if unknown:
         parser.error(f"unknown names: {sorted(unknown)}")
@@ -332,7 +426,12 @@ def save(report: dict[str, Any], out: Path) -> None:
         order = {name: i for i, name in enumerate(SHAPES)}
         groups = sorted(
             kept + report["speed"]["groups"],
-            key=lambda g: (order[g["shape"]], g["beta"], g["settings"]["dtype"]),
+            key=lambda g: (
+                g["settings"].get("device", "cpu"),
+                order[g["shape"]],
+                g["beta"],
+                g["settings"]["dtype"],
+            ),
         )
         merged["speed"] = {"groups": groups}
     out.write_text(json.dumps(merged, indent=2, default=str))

@@ -14,6 +14,10 @@ REPO = Path(__file__).resolve().parents[1]
 MODELS_DIR = REPO / "outputs" / "models"
 TINY_FOLDER = MODELS_DIR / "tiny_llama_h128_l4"  # what `model=tiny` builds (conf/model/tiny.yaml)
 SMOL_FOLDER = MODELS_DIR / "smollm2_135m_instruct"  # the converted SmolLM2-135M-Instruct
+# SmolLM2-135M's shape with random weights (--weights random), built from the config and
+# tokenizer in SMOL_FOLDER, or in SMOL_CONFIG where only those travelled (a GPU machine)
+SMOL_RANDOM = MODELS_DIR / "smollm2_135m_random"
+SMOL_CONFIG = MODELS_DIR / "smollm2_135m_config"
 LORA_TARGETS = ["q_proj", "k_proj", "v_proj", "o_proj"]
 CORPUS = REPO / "src" / "retrieval" / "samples" / "medical_textbook.jsonl"
 TRAIN_SETTINGS = {  # identical in both frameworks (the dtype of ours may be changed with --dtype)
@@ -43,9 +47,12 @@ class Shape:
     tokens: int  # T completion tokens, forced
     prompt_tokens: int | None = None  # every prompt exactly this long; None: short questions
 
-    @property
-    def folder(self) -> Path:
-        return TINY_FOLDER if self.model == "tiny" else SMOL_FOLDER
+    def folder(self, random_weights: bool = False) -> Path:
+        """The model folder both sides load: the tiny Llama's; SmolLM2's converted weights, or
+        random weights of its shape."""
+        if self.model == "tiny":
+            return TINY_FOLDER
+        return SMOL_RANDOM if random_weights else SMOL_FOLDER
 
     @property
     def completions(self) -> int:
@@ -56,7 +63,11 @@ SHAPES = {
     "a": Shape("a", "tiny Llama 1.1M, full fine-tuning", "tiny", False, 8, 8, 64),
     "b": Shape("b", "SmolLM2-135M + LoRA r16 (q,k,v,o)", "smollm2_135m", True, 4, 4, 64),
     "c": Shape("c", "SmolLM2-135M + LoRA, 512-token prompts", "smollm2_135m", True, 2, 8, 32, 512),
+    # GPU shapes (--device cuda): the rollout is most of a step
+    "g": Shape("g", "SmolLM2-135M + LoRA r16 (q,k,v,o)", "smollm2_135m", True, 8, 8, 128),
+    "h": Shape("h", "SmolLM2-135M + LoRA r16 (q,k,v,o)", "smollm2_135m", True, 16, 8, 256),
 }
+DEFAULT_CONFIGS = {"cpu": ["a", "b", "c"], "cuda": ["a", "g", "h"]}
 
 
 # ------------------------------------------------------------------------------------ reward
@@ -133,13 +144,13 @@ def exact_length(tokenizer: Any, filler: str, question: str, length: int) -> str
     raise ValueError(f"no prefix of the filler gives exactly {length} tokens")
 
 
-def make_prompts(shape: Shape) -> list[str]:
-    """The B prompt strings of a shape, identical for both frameworks."""
+def make_prompts(shape: Shape, folder: Path) -> list[str]:
+    """The B prompt strings of a shape, identical for both frameworks (`folder`: the model's)."""
     if shape.prompt_tokens is None:
         return arithmetic_prompts(shape.batch)
     from transformers import AutoTokenizer
 
-    tokenizer = AutoTokenizer.from_pretrained(shape.folder)
+    tokenizer = AutoTokenizer.from_pretrained(folder)
     return retrieval_prompts(shape.batch, shape.prompt_tokens, tokenizer)
 
 
@@ -161,6 +172,8 @@ class RunResult:
     prompt_tokens: list[int]  # each prompt's token count as this framework tokenizes it
     peak_rss_gib: float
     completions_per_step: int
+    device: str = "cpu"  # cpu or cuda
+    peak_gpu_gib: float = float("nan")  # torch.cuda.max_memory_allocated over the run
     details: dict[str, Any] = field(default_factory=dict)  # settings worth reporting
     started: float = float("nan")  # perf_counter when the framework was called (set-up begins)
 
@@ -212,6 +225,28 @@ class RunResult:
     @classmethod
     def load(cls, path: Path) -> RunResult:
         return cls(**json.loads(path.read_text()))
+
+
+def peak_gpu_gib() -> float:
+    """Peak GPU memory allocated by torch in this process so far (nan without CUDA)."""
+    import torch
+
+    if not torch.cuda.is_available():
+        return float("nan")
+    return torch.cuda.max_memory_allocated() / 2**30
+
+
+def build_random_model(source: Path, folder: Path, seed: int = 0) -> None:
+    """A model folder with `source`'s config and tokenizer and random weights (seeded),
+    saved as the model's own dtype: for shapes whose weights cannot be carried."""
+    import torch
+    from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
+
+    torch.manual_seed(seed)
+    config = AutoConfig.from_pretrained(source)
+    model = AutoModelForCausalLM.from_config(config)
+    model.save_pretrained(folder)
+    AutoTokenizer.from_pretrained(source).save_pretrained(folder)
 
 
 def peak_rss_gib() -> float:

@@ -16,10 +16,10 @@ from vs_trl_common import (
     MODELS_DIR,
     REPO,
     SHAPES,
-    SMOL_FOLDER,
     TRAIN_SETTINGS,
     RunResult,
     Shape,
+    peak_gpu_gib,
     peak_rss_gib,
     token_count,
 )
@@ -36,15 +36,18 @@ class StepClock(L.Callback):
 
 
 # ------------------------------------------------------------------------------ configuration
-def model_overrides(shape: Shape, dtype: str) -> list[str]:
-    """Our model group for a shape: the tiny Llama, or the local SmolLM2 folder with LoRA."""
-    common = [f"paths.models_dir={MODELS_DIR}", f"model.dtype={dtype}"]
+def model_overrides(shape: Shape, dtype: str, folder: Path, device: str = "cpu") -> list[str]:
+    """Our model group for a shape: the tiny Llama, or the local SmolLM2 folder with LoRA; on
+    a GPU `hardware=[gpu]` (bf16 weights, Lightning's bf16-true) with `lora` where the shape
+    has it."""
+    hardware = [f"hardware=[gpu{',lora' if shape.lora else ''}]"] if device == "cuda" else []
+    common = [*hardware, f"paths.models_dir={MODELS_DIR}", f"model.dtype={dtype}"]
     if not shape.lora:
         return [f"model={shape.model}", *common]
     return [
         f"model={shape.model}",
         *common,
-        f"model.name_or_path={SMOL_FOLDER}",  # the same weights TRL loads, never the hub's
+        f"model.name_or_path={folder}",  # the same weights TRL loads, never the hub's
         "model.lora.r=16",
         "model.lora.lora_alpha=32",
         "model.lora.lora_dropout=0.0",
@@ -53,13 +56,20 @@ def model_overrides(shape: Shape, dtype: str) -> list[str]:
 
 
 def speed_overrides(
-    shape: Shape, beta: float, steps: int, seed: int, dtype: str, folder: Path
+    shape: Shape,
+    beta: float,
+    steps: int,
+    seed: int,
+    dtype: str,
+    folder: Path,
+    model_folder: Path,
+    device: str = "cpu",
 ) -> list[str]:
     """Overrides for a timed run: no warm start, no evaluation or checkpoint during the steps,
     forced completion length, the shared training settings; everything written under `folder`."""
     s = TRAIN_SETTINGS
     return [
-        *model_overrides(shape, dtype),
+        *model_overrides(shape, dtype, model_folder, device),
         f"seed={seed}",
         "sft.enabled=false",
         f"trainer.max_steps={steps}",
@@ -167,14 +177,22 @@ def run_speed(spec: dict[str, Any]) -> RunResult:
 
     shape = SHAPES[spec["shape"]]
     folder, prompts = Path(spec["folder"]), spec["prompts"]
+    model_folder, device = Path(spec["model_folder"]), spec.get("device", "cpu")
     write_rows(folder, prompts)
     overrides = speed_overrides(
-        shape, spec["beta"], spec["steps"], spec["seed"], spec["dtype"], folder
+        shape,
+        spec["beta"],
+        spec["steps"],
+        spec["seed"],
+        spec["dtype"],
+        folder,
+        model_folder,
+        device,
     )
     compiled = ["model.compile=true"] if spec.get("compile") else []
     cfg = compose_train_config([*overrides, *compiled, *spec.get("overrides", [])])
     use_plain_prompts_and_dense_reward(cfg)
-    tokenizer = AutoTokenizer.from_pretrained(shape.folder)
+    tokenizer = AutoTokenizer.from_pretrained(model_folder)
     made = role_prompts(cfg, tokenizer)
     if made != prompts:
         raise RuntimeError("our data module and role do not reproduce the benchmark prompts")
@@ -204,6 +222,8 @@ def run_speed(spec: dict[str, Any]) -> RunResult:
         prompt_tokens=counts,
         peak_rss_gib=peak_rss_gib(),
         completions_per_step=shape.completions,
+        device=device,
+        peak_gpu_gib=peak_gpu_gib(),
         started=started,
         details={
             "skip_zero_advantage": bool(cfg.algo.skip_zero_advantage),

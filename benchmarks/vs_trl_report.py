@@ -14,7 +14,7 @@ def label(run: dict[str, Any]) -> str:
     compiled = " compiled" if run.get("details", {}).get("compiled") else ""
     if run["framework"] == "trl":
         return "TRL" + compiled
-    if run["dtype"] != "float32":
+    if run["dtype"] != "float32" and run.get("device", "cpu") == "cpu":
         return f"ours{compiled} ({run['dtype']}, not equal precision)"
     return "ours" + compiled
 
@@ -60,6 +60,10 @@ def group_summary(runs: list[dict[str, Any]]) -> dict[str, Any]:
                 "median_seconds_per_step": statistics.median(r["seconds_per_step"] for r in mine),
                 "median_tokens_per_second": statistics.median(r["tokens_per_second"] for r in mine),
                 "max_peak_rss_gib": max(r["peak_rss_gib"] for r in mine),
+                "max_peak_gpu_gib": max(r.get("peak_gpu_gib", float("nan")) for r in mine),
+                "median_first_step_seconds": statistics.median(
+                    r.get("first_step_seconds", float("nan")) for r in mine
+                ),
             }
     counts = {tuple(run["prompt_tokens"]) for run in runs}
     summary["prompt_tokens_identical"] = len(counts) == 1
@@ -78,14 +82,15 @@ def text_table(group: dict[str, Any]) -> str:
     lines = [head, "-" * len(head)]
     lines.append(
         f"{'run':<40} {'round':>5} {'s/step':>8} {'step range':>13} {'to step 1':>9} "
-        f"{'tok/s':>8} {'RSS GiB':>8} {'len':>6}"
+        f"{'tok/s':>8} {'RSS GiB':>8} {'GPU GiB':>8} {'len':>6}"
     )
     for run in runs:
         lines.append(
             f"{label(run):<40} {run['round']:>5} {fmt(run['seconds_per_step']):>8} "
             f"{step_range(run):>13} {fmt(run.get('first_step_seconds'), 1):>9} "
             f"{fmt(run['tokens_per_second'], 1):>8} "
-            f"{fmt(run['peak_rss_gib'], 2):>8} {fmt(run['mean_length'], 1):>6}"
+            f"{fmt(run['peak_rss_gib'], 2):>8} {fmt(run.get('peak_gpu_gib'), 2):>8} "
+            f"{fmt(run['mean_length'], 1):>6}"
         )
     if summary["ratios"]:
         lines.append(
@@ -138,25 +143,45 @@ def markdown(report: dict[str, Any]) -> str:
 
 
 def speed_markdown(groups: list[dict[str, Any]]) -> str:
-    """A summary row per configuration and beta, then a row per run."""
+    """The CPU groups' tables, then the GPU groups'."""
+    parts = []
+    for device in ("cpu", "cuda"):
+        mine = [g for g in groups if g["settings"].get("device", "cpu") == device]
+        if mine:
+            parts.append(device_markdown(mine, device))
+    return "\n\n".join(parts)
+
+
+def device_markdown(groups: list[dict[str, Any]], device: str) -> str:
+    """A summary row per configuration and beta, then a row per run, for one device."""
     trl = groups[0]["settings"]["versions"].get("trl", "?")
+    gpu = device == "cuda"
+    where = "CPU"
+    if gpu:
+        where = "one GPU (" + groups[0]["settings"]["machine"].get("gpu", "CUDA") + ")"
+    memory = "GPU GiB" if gpu else "RSS GiB"
     lines = [
-        f"### GRPO on CPU: ours vs TRL {trl}\n",
+        f"### GRPO on {where}: ours vs TRL {trl}\n",
         "Same model weights, prompt strings, dense reward, seed and settings; completion length "
-        "forced in both; fp32 unless marked. Seconds per step: median time between step ends "
+        "forced in both; "
+        + ("bf16 weights on both sides, no autocast. " if gpu else "fp32 unless marked. ")
+        + "Seconds per step: median time between step ends "
         "after the first. Tokens/s: generated completion tokens per step / s per step. Rounds "
         "alternate ours, TRL, each run in a fresh process; ratio: median over rounds of ours/TRL "
-        "tokens/s.\n",
+        "tokens/s." + (" GPU GiB: peak torch.cuda.max_memory_allocated." if gpu else "") + "\n",
         "| config | beta | steps x rounds | ours s/step | TRL s/step | ours tok/s | TRL tok/s | "
-        "ours/TRL tok/s | ours RSS GiB | TRL RSS GiB |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        f"ours/TRL tok/s | ours {memory} | TRL {memory} | ours s to step 1 | TRL s to step 1 |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
+    peak = "max_peak_gpu_gib" if gpu else "max_peak_rss_gib"
     for group in groups:
         shape, summary, settings = SHAPES[group["shape"]], group["summary"], group["settings"]
         ours, theirs = summary.get("ours", {}), summary.get("trl", {})
         name = f"({shape.name}) {shape.title}, B {shape.batch} G {shape.group} T {shape.tokens}"
-        if settings["dtype"] != "float32":
+        if settings["dtype"] != "float32" and not gpu:
             name += f", ours {settings['dtype']} (not equal precision)"
+        if settings.get("weights") == "random" and shape.model != "tiny":
+            name += ", random weights"
         if settings.get("ours_override"):
             name += f", ours with {' '.join(settings['ours_override'])}"
         if settings.get("compile"):
@@ -167,22 +192,24 @@ def speed_markdown(groups: list[dict[str, Any]]) -> str:
             f"{fmt(theirs.get('median_seconds_per_step'))} | "
             f"{fmt(ours.get('median_tokens_per_second'), 1)} | "
             f"{fmt(theirs.get('median_tokens_per_second'), 1)} | "
-            f"{fmt(summary['median_ratio'], 2)} | {fmt(ours.get('max_peak_rss_gib'), 2)} | "
-            f"{fmt(theirs.get('max_peak_rss_gib'), 2)} |"
+            f"{fmt(summary['median_ratio'], 2)} | {fmt(ours.get(peak), 2)} | "
+            f"{fmt(theirs.get(peak), 2)} | {fmt(ours.get('median_first_step_seconds'), 1)} | "
+            f"{fmt(theirs.get('median_first_step_seconds'), 1)} |"
         )
     lines += [
         "",
         "| config | beta | run | round | s/step | fastest-slowest step | s to step 1 | tok/s "
-        "| peak RSS GiB | mean length |",
+        f"| peak {memory} | mean length |",
         "|---|---|---|---|---|---|---|---|---|---|",
     ]
+    run_peak = "peak_gpu_gib" if gpu else "peak_rss_gib"
     for group in groups:
         for run in group["runs"]:
             lines.append(
                 f"| {group['shape']} | {group['beta']} | {label(run)} | {run['round']} | "
                 f"{fmt(run['seconds_per_step'])} | {step_range(run)} | "
                 f"{fmt(run.get('first_step_seconds'), 1)} | "
-                f"{fmt(run['tokens_per_second'], 1)} | {fmt(run['peak_rss_gib'], 2)} | "
+                f"{fmt(run['tokens_per_second'], 1)} | {fmt(run.get(run_peak), 2)} | "
                 f"{fmt(run['mean_length'], 1)} |"
             )
     measured = sorted({group["settings"].get("measured", "?") for group in groups})

@@ -14,6 +14,7 @@ from vs_trl_common import (
     SHAPES,
     TRAIN_SETTINGS,
     RunResult,
+    peak_gpu_gib,
     peak_rss_gib,
     trl_dense_reward,
 )
@@ -45,14 +46,15 @@ def history_of(log_history: list[dict[str, Any]], name: str) -> list[float]:
     return [float(entry[name]) for entry in sorted(entries, key=lambda e: e["step"])]
 
 
-def grpo_config(folder: Path, **settings: Any) -> Any:
-    """A GRPOConfig for one CPU process in fp32, with nothing saved or reported, one update
-    per rollout of `per_device_train_batch_size` completions, and logging every step."""
+def grpo_config(folder: Path, use_cpu: bool = True, **settings: Any) -> Any:
+    """A GRPOConfig for one process without autocast (the CPU in fp32, or one GPU with the
+    weights as loaded), with nothing saved or reported, one update per rollout of
+    `per_device_train_batch_size` completions, and logging every step."""
     from trl import GRPOConfig
 
     return GRPOConfig(
         output_dir=str(folder),
-        use_cpu=True,
+        use_cpu=use_cpu,
         report_to="none",
         save_strategy="no",
         logging_steps=1,
@@ -78,8 +80,11 @@ def run_speed(spec: dict[str, Any]) -> RunResult:
 
     shape = SHAPES[spec["shape"]]
     prompts, steps, s = spec["prompts"], spec["steps"], TRAIN_SETTINGS
-    tokenizer = AutoTokenizer.from_pretrained(shape.folder)
-    model = AutoModelForCausalLM.from_pretrained(shape.folder, dtype=torch.float32)
+    folder, device = Path(spec["model_folder"]), spec.get("device", "cpu")
+    started = time.perf_counter()  # loading counts, as in ours (`train` loads the model)
+    dtype = getattr(torch, spec.get("dtype", "float32")) if device == "cuda" else torch.float32
+    tokenizer = AutoTokenizer.from_pretrained(folder)
+    model = AutoModelForCausalLM.from_pretrained(folder, dtype=dtype)
     peft_config = None
     if shape.lora:
         from peft import LoraConfig
@@ -93,6 +98,7 @@ def run_speed(spec: dict[str, Any]) -> RunResult:
         )
     args = grpo_config(
         Path(spec["folder"]) / "trl",
+        use_cpu=device == "cpu",
         max_steps=steps,
         seed=spec["seed"],
         per_device_train_batch_size=shape.completions,
@@ -117,7 +123,6 @@ def run_speed(spec: dict[str, Any]) -> RunResult:
         torch_compile=bool(spec.get("compile")),  # the model through torch.compile (--compile)
     )
     ends: list[float] = []
-    started = time.perf_counter()
     trainer = GRPOTrainer(
         model=model,
         reward_funcs=trl_dense_reward,
@@ -128,6 +133,10 @@ def run_speed(spec: dict[str, Any]) -> RunResult:
         callbacks=[step_clock(ends)],
     )
     counts = [len(ids) for ids in tokenizer(text=prompts)["input_ids"]]  # as _tokenize_prompts
+    if device == "cuda":  # peft makes the LoRA weights in fp32: back to the model's dtype
+        for parameter in trainer.model.parameters():
+            if parameter.is_floating_point() and parameter.dtype != dtype:
+                parameter.data = parameter.data.to(dtype)
     trainer.train()
     log = trainer.state.log_history
     return RunResult(
@@ -135,7 +144,7 @@ def run_speed(spec: dict[str, Any]) -> RunResult:
         shape=shape.name,
         beta=spec["beta"],
         seed=spec["seed"],
-        dtype="float32",
+        dtype=str(dtype).removeprefix("torch."),
         steps=steps,
         step_ends=ends,
         mean_lengths=history_of(log, "completions/mean_length"),
@@ -144,6 +153,8 @@ def run_speed(spec: dict[str, Any]) -> RunResult:
         prompt_tokens=counts,
         peak_rss_gib=peak_rss_gib(),
         completions_per_step=shape.completions,
+        device=device,
+        peak_gpu_gib=peak_gpu_gib(),
         started=started,
         details={"compiled": bool(spec.get("compile"))},
     )

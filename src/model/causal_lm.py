@@ -21,8 +21,15 @@ from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel
 from transformers.utils import logging as hf_logging
 
 from src.model.compiling import compiled_forward
+from src.model.fast.chunked_head import (
+    check_chunked_head,
+    chunked_log_probs,
+    hidden_forward,
+    plain_head,
+)
 from src.model.fast.lean_layers import lean_layers
 from src.model.fast.onednn import onednn_linears
+from src.model.fast.probe import device_of, proven
 from src.model.fast.shared_prompt import continue_prompts
 from src.model.network import Scorer, Sequences
 from src.model.offline import resolve_pretrained
@@ -144,16 +151,22 @@ class CausalLM(nn.Module):
         Position ids follow the attention mask, as sampling does with left padding, so the
         scores match the ones the samples were drawn from.
         """
+        targets = input_ids[:, -num_targets:]
+        inputs = {
+            "input_ids": input_ids,
+            "attention_mask": attention_mask,
+            "position_ids": position_ids(attention_mask),
+            "use_cache": False,
+        }
+        if self._head_in_chunks():
+            with self._lean():
+                hidden = hidden_forward(self.network)(**inputs).logits
+            hidden = hidden[:, -num_targets - 1 : -1, :]
+            return chunked_log_probs(self.network, hidden, targets, temperature, with_entropy)
         with self._lean():
-            logits = self._scoring_forward(
-                input_ids=input_ids,
-                attention_mask=attention_mask,
-                position_ids=position_ids(attention_mask),
-                use_cache=False,
-                **self._keep_logits(num_targets + 1),
-            ).logits
+            logits = self._scoring_forward(**inputs, **self._keep_logits(num_targets + 1)).logits
         logits = logits[:, -num_targets - 1 : -1, :]
-        return target_log_probs(logits, input_ids[:, -num_targets:], temperature, with_entropy)
+        return target_log_probs(logits, targets, temperature, with_entropy)
 
     def log_probs(
         self, sequences: Sequences, temperature: float = 1.0, with_entropy: bool = False
@@ -184,34 +197,48 @@ class CausalLM(nn.Module):
         """`log_probs` with each distinct prompt (rows `first`) run once; row n continues the
         prompt of row first[owner[n]]."""
         completion_ids = sequences.completion_ids
-        last, logits = self._continue_prompts(
+        chunks = self._head_in_chunks()
+        last, outputs = self._continue_prompts(
             sequences.prompt_ids[first],
             sequences.prompt_mask[first],
             owner,
             completion_ids,
             sequences.completion_mask,
+            hidden=chunks,
         )
         # the prompt's last position predicts the first completion token, each completion
         # position the next one
+        if chunks:
+            hidden = torch.cat([last, outputs[:, :-1, :]], dim=1)
+            return chunked_log_probs(
+                self.network, hidden, completion_ids, temperature, with_entropy
+            )
         head, head_entropy = target_log_probs(
             last, completion_ids[:, :1], temperature, with_entropy
         )
         rest, rest_entropy = target_log_probs(
-            logits[:, :-1, :], completion_ids[:, 1:], temperature, with_entropy
+            outputs[:, :-1, :], completion_ids[:, 1:], temperature, with_entropy
         )
         entropy = torch.cat([head_entropy, rest_entropy], dim=1) if with_entropy else None
         return torch.cat([head, rest], dim=1), entropy
 
     def _continue_prompts(
-        self, prompt_ids: Tensor, prompt_mask: Tensor, owner: Tensor, ids: Tensor, mask: Tensor
+        self,
+        prompt_ids: Tensor,
+        prompt_mask: Tensor,
+        owner: Tensor,
+        ids: Tensor,
+        mask: Tensor,
+        hidden: bool = False,
     ) -> tuple[Tensor, Tensor]:
         """Logits of continuations `ids` [N, T] (`mask` 1 on real tokens) after distinct
         left-padded prompts [U, P], row n continuing prompt owner[n], each prompt run once
         where that is proven right for this network (`src.model.fast.shared_prompt`).
         Returns the logits of each row's last prompt position [N, 1, V] (they predict the
-        first continuation token) and those of its continuation positions [N, T, V]."""
+        first continuation token) and those of its continuation positions [N, T, V]; with
+        `hidden`, the final hidden states [.., H] there instead."""
         return continue_prompts(
-            self._scoring_forward,
+            hidden_forward(self.network) if hidden else self._scoring_forward,
             self.network,
             self._keep_logits,
             prompt_ids,
@@ -219,6 +246,19 @@ class CausalLM(nn.Module):
             owner,
             ids,
             mask,
+        )
+
+    def _head_in_chunks(self) -> bool:
+        """Whether the log-prob forwards stop at the hidden states and the head runs in chunks
+        (`src.model.fast.chunked_head`): on a GPU, where the logits' memory is what limits a
+        step, not under `torch.compile` (which compiles the whole forward), and once the probe
+        has proven it for this network."""
+        if self._compiled_forward is not None or device_of(self.network).type == "cpu":
+            return False
+        if plain_head(self.network) is None:
+            return False
+        return proven(
+            "chunked_head", self.network, functools.partial(check_chunked_head, self.network)
         )
 
     def _scoring_forward(self, **kwargs: Any) -> Any:

@@ -1,0 +1,122 @@
+"""Log-probs of chosen tokens from the final hidden states, the vocabulary projection run a
+chunk of positions at a time, so that logits over the whole vocabulary never exist for every
+position at once.
+
+For N completions of T tokens the logits are N x T x V numbers: at SmolLM2's 49,152-token
+vocabulary and 64 x 128 tokens, 0.8 GB in bfloat16 and 1.6 GB in float32, held from the
+forward to the backward and made again as their gradient. `HeadLogSoftmax` keeps only the
+hidden states [N, T, H] (which the head's own backward keeps anyway) and the log normaliser
+[N, T]. Its forward projects one chunk of positions, takes log_softmax at the targets in
+float32 and drops the chunk; its backward projects the chunk again and turns the gradient of
+the log-probs into those of the hidden states and of the head's weight (and bias) directly.
+The price is the head's product run a second time in the backward. docs/objective.md states
+the formulas: d log p(y) / d z = onehot(y) - softmax(z), over the logits z = h W^T + b
+divided by the temperature.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+
+HEAD_CHUNK = 2**25  # logits entries per chunk: 128 MiB in float32
+
+
+def head_log_probs(
+    hidden: Tensor,
+    weight: Tensor,
+    bias: Tensor | None,
+    targets: Tensor,
+    temperature: float = 1.0,
+    with_entropy: bool = False,
+    chunk: int | None = None,
+) -> tuple[Tensor, Tensor | None]:
+    """Float32 log-probs [N, T] of `targets` [N, T] under the logits (hidden [N, T, H] @
+    weight[V, H]^T + bias) / temperature, and the entropy of each position's distribution
+    when asked (without gradient). At most `chunk` (default `HEAD_CHUNK`) logits entries
+    exist at a time."""
+    positions = max(1, (chunk or HEAD_CHUNK) // weight.size(0))
+    logps, _, entropy = HeadLogSoftmax.apply(
+        hidden, weight, bias, targets, temperature, positions, with_entropy
+    )
+    return logps, entropy if with_entropy else None
+
+
+class HeadLogSoftmax(torch.autograd.Function):
+    """log_softmax(z)[targets] [N, T] with z = (hidden @ weight^T + bias) / temperature, the
+    log normaliser [N, T] and, when asked, the entropy [N, T] (neither differentiable), over
+    `positions` positions at a time."""
+
+    @staticmethod
+    def forward(
+        ctx: Any,
+        hidden: Tensor,
+        weight: Tensor,
+        bias: Tensor | None,
+        targets: Tensor,
+        temperature: float,
+        positions: int,
+        with_entropy: bool,
+    ) -> tuple[Tensor, Tensor, Tensor]:
+        flat, picks = hidden.reshape(-1, hidden.size(-1)), targets.reshape(-1)
+        logps = torch.empty(picks.shape, dtype=torch.float32, device=hidden.device)
+        log_norm = torch.empty_like(logps)
+        entropy = torch.empty_like(logps) if with_entropy else logps.new_empty(0)
+        for start in range(0, flat.size(0), positions):
+            part = slice(start, start + positions)
+            logits = _logits(flat[part], weight, bias, temperature)
+            norm = torch.logsumexp(logits, dim=-1)
+            log_norm[part] = norm
+            logps[part] = logits.gather(-1, picks[part].unsqueeze(-1)).squeeze(-1) - norm
+            if with_entropy:
+                entropy[part] = norm - (torch.softmax(logits, dim=-1) * logits).sum(dim=-1)
+        ctx.save_for_backward(hidden, weight, bias, targets, log_norm)
+        ctx.temperature, ctx.positions = temperature, positions
+        ctx.mark_non_differentiable(log_norm, entropy)
+        shape = targets.shape
+        return logps.view(shape), log_norm.view(shape), entropy.view(shape if with_entropy else 0)
+
+    @staticmethod
+    def backward(ctx: Any, grad: Tensor, *_: Tensor) -> tuple[Tensor | None, ...]:
+        hidden, weight, bias, targets, log_norm = ctx.saved_tensors
+        temperature, positions = ctx.temperature, ctx.positions
+        wants_hidden, wants_weight, wants_bias = ctx.needs_input_grad[:3]
+        flat, picks = hidden.reshape(-1, hidden.size(-1)), targets.reshape(-1)
+        grad = grad.reshape(-1).float()
+        grad_hidden = torch.empty_like(flat) if wants_hidden else None
+        grad_weight = torch.zeros_like(weight, dtype=torch.float32) if wants_weight else None
+        grad_bias = torch.zeros_like(bias, dtype=torch.float32) if wants_bias else None
+        for start in range(0, flat.size(0), positions):
+            part = slice(start, start + positions)
+            logits = _logits(flat[part], weight, bias, temperature)
+            g = grad[part].unsqueeze(-1)
+            # d/dz of g * log_softmax(z)[y] = g * (onehot(y) - softmax(z)), then the 1 / T of z
+            dz = torch.sub(logits, log_norm[part].unsqueeze(-1)).exp_().mul_(g.neg())
+            dz.scatter_add_(-1, picks[part].unsqueeze(-1), g)
+            if temperature != 1.0:
+                dz.div_(temperature)
+            if grad_bias is not None:
+                grad_bias += dz.sum(dim=0)
+            dz = dz.to(weight.dtype)  # what the head's own backward would multiply
+            if grad_hidden is not None:
+                grad_hidden[part] = dz @ weight
+            if grad_weight is not None:
+                grad_weight += (dz.t() @ flat[part]).float()
+        return (
+            None if grad_hidden is None else grad_hidden.view_as(hidden),
+            None if grad_weight is None else grad_weight.to(weight.dtype),
+            None if grad_bias is None else grad_bias.to(bias.dtype),
+            None,
+            None,
+            None,
+            None,
+        )
+
+
+def _logits(hidden: Tensor, weight: Tensor, bias: Tensor | None, temperature: float) -> Tensor:
+    """Float32 logits [n, V] of hidden states [n, H], divided by the temperature."""
+    logits = F.linear(hidden, weight, bias).float()
+    return logits.div_(temperature) if temperature != 1.0 else logits

@@ -1,0 +1,62 @@
+"""Log-probs from hidden states with the head run in chunks: today's full-logits values,
+entropies and gradients within 1e-5 in float32, whatever the chunk."""
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from src.model.causal_lm import target_log_probs
+from src.model.head_log_probs import head_log_probs
+
+
+def inputs(bias: bool, seed: int = 0):
+    generator = torch.Generator().manual_seed(seed)
+    hidden = torch.randn(3, 5, 8, generator=generator, requires_grad=True)
+    weight = torch.randn(11, 8, generator=generator, requires_grad=True)
+    offset = torch.randn(11, generator=generator, requires_grad=True) if bias else None
+    targets = torch.randint(0, 11, (3, 5), generator=generator)
+    return hidden, weight, offset, targets
+
+
+@pytest.mark.parametrize("chunk", [11, 3 * 11, 10**9], ids=["one-position", "three", "all"])
+@pytest.mark.parametrize("temperature", [1.0, 0.7])
+@pytest.mark.parametrize("bias", [False, True])
+def test_chunked_head_gives_the_full_logits_values_and_gradients(chunk, temperature, bias):
+    hidden, weight, offset, targets = inputs(bias)
+    weights = torch.rand(3, 5)  # a loss that weighs every log-prob differently
+    full, full_entropy = target_log_probs(
+        F.linear(hidden, weight, offset), targets, temperature, True
+    )
+    (full * weights).sum().backward()
+    expected = [t.grad.clone() for t in (hidden, weight, offset) if t is not None]
+    for t in (hidden, weight, offset):
+        if t is not None:
+            t.grad = None
+    ours, entropy = head_log_probs(hidden, weight, offset, targets, temperature, True, chunk)
+    (ours * weights).sum().backward()
+    found = [t.grad for t in (hidden, weight, offset) if t is not None]
+    assert ours.dtype == torch.float32 and ours.shape == (3, 5)
+    assert (ours - full).abs().max() < 1e-5
+    assert (entropy - full_entropy).abs().max() < 1e-5
+    for mine, theirs in zip(found, expected, strict=True):
+        assert (mine - theirs).abs().max() < 1e-5
+
+
+def test_a_frozen_head_gets_no_gradient_and_no_entropy_is_made_unasked():
+    hidden, weight, _, targets = inputs(False)
+    weight = weight.detach()
+    logps, entropy = head_log_probs(hidden, weight, None, targets, chunk=22)
+    logps.sum().backward()
+    assert entropy is None and weight.grad is None and hidden.grad is not None
+
+
+def test_gradcheck_in_float64():
+    generator = torch.Generator().manual_seed(1)
+    hidden = torch.randn(2, 3, 4, dtype=torch.float64, generator=generator, requires_grad=True)
+    weight = torch.randn(7, 4, dtype=torch.float64, generator=generator, requires_grad=True)
+    targets = torch.randint(0, 7, (2, 3), generator=generator)
+
+    def logps(h, w):  # float32 inside, so compare with a float32 tolerance
+        return head_log_probs(h, w, None, targets, 0.9, chunk=14)[0].double()
+
+    assert torch.autograd.gradcheck(logps, (hidden, weight), eps=1e-3, atol=1e-3, rtol=1e-2)
