@@ -14,10 +14,12 @@ from src.rollout.sampler import check_sampling
 class HFSampler:
     """A `Sampler` for transformers causal LMs: G completions per prompt from one read of the
     prompt (`src.rollout.decode`), left-padded, cut at the first EOS. With `fused_steps` a
-    float32 Llama-family network decodes its new tokens through fused weights, LoRA merged
-    in (`src.model.fast.llama_steps`); with `packed_weights` float32 networks on the CPU
-    decode with prepacked weights (`src.model.fast.packed`). Each runs only where its probe
-    has proven it on the network (`src.model.fast.decoding`)."""
+    Llama-family network decodes its new tokens through fused weights, LoRA merged in: on a
+    GPU, in any float type, each step replayed as a CUDA graph
+    (`src.model.fast.captured_steps`); on the CPU, in float32 (`src.model.fast.llama_steps`).
+    With `packed_weights` float32 networks on the CPU decode with prepacked weights
+    (`src.model.fast.packed`). Each runs only where its probe has proven it on the network
+    (`src.model.fast.decoding`)."""
 
     def __init__(
         self,
@@ -38,7 +40,7 @@ class HFSampler:
         self.top_k = top_k
         self.repetition_penalty = repetition_penalty
         self.packed_weights = packed_weights  # CPU float32: decode with packed, merged weights
-        self.fused_steps = fused_steps  # CPU float32 Llama family: our own decoding step
+        self.fused_steps = fused_steps  # Llama family: our own decoding step (CPU float32, GPU)
 
     def sync(self, lm: CausalLM) -> None:
         """Nothing to do: sampling runs the trained network itself."""

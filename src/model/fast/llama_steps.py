@@ -22,9 +22,9 @@ written straight into the rows that continue them, so no copy of the cache is ma
 becomes an inference tensor, and the logits they return come from a product outside it: a
 normal tensor.
 
-It reads transformers' layer and rotary internals, so it serves only float32 networks of the
-classes in `STEPPED_CLASSES` with the plain rotary embedding, in eval mode (`LlamaSteps.of`
-returns None for anything else), and only once `check_fused_steps` has found its logits over a
+It reads transformers' layer and rotary internals, so it serves only float32 CPU networks of
+the classes in `STEPPED_CLASSES` with the plain rotary embedding, in eval mode (`LlamaSteps.of`
+returns None for anything else; `StaticSteps` serves other float types and devices), and only once `fused_steps_proven` has found its logits over a
 few decoding steps equal to the network's own forward (`src.model.fast.decoding`).
 """
 
@@ -47,7 +47,7 @@ STEPPED_CLASSES = frozenset({"LlamaForCausalLM", "Qwen2ForCausalLM"})
 
 class Product:
     """x -> x @ weight.T + bias: called, for batches of exactly the steps' `rows` rows (through
-    a copy packed for MKL when that is worth it, `src.model.packed`); `any`, for any number of
+    a copy packed for MKL when that is worth it, `src.model.fast.packed`); `any`, for any number of
     rows (the prompts)."""
 
     def __init__(self, weight: Tensor, bias: Tensor | None, rows: int, pack: bool) -> None:
