@@ -71,3 +71,35 @@ def prompts(vocab: int) -> tuple[Tensor, Tensor]:
     mask = torch.ones_like(ids)
     ids[1, :2], mask[1, :2] = 0, 0
     return ids, mask
+
+
+def decoded_both_ways(
+    lm: Any, fast: Any, sampling: Any, new_tokens: int, group_size: int = 3
+) -> tuple[Tensor, Tensor]:
+    """The tokens `lm` (a `CausalLM`, in eval mode for the call) decodes for two prompts
+    through its modules (`ModuleSteps`) and through the steps `fast(network, rows)` builds,
+    each from seed 3."""
+    from src.model.steps import ModuleSteps
+    from src.rollout.decode import decode
+
+    batch = lm.encode_prompts(["What is 12 + 30?\nAnswer:", "Hi"])
+    network = lm.network.eval()
+    try:
+        runs = []
+        for steps in (ModuleSteps(network, lm.keeps_few_logits), fast(network, 2 * group_size)):
+            torch.manual_seed(3)
+            runs.append(
+                decode(
+                    steps,
+                    batch["input_ids"],
+                    batch["attention_mask"],
+                    group_size,
+                    new_tokens,
+                    lm.eos_token_ids,
+                    lm.tokenizer.pad_token_id,
+                    sampling,
+                )
+            )
+    finally:
+        network.train()
+    return runs[0], runs[1]

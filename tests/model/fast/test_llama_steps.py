@@ -7,11 +7,11 @@ import torch
 from transformers import Qwen2Config, Qwen2ForCausalLM
 
 from src.model.fast.llama_steps import LlamaSteps
-from src.model.steps import ModuleSteps
-from src.rollout.decode import Sampling, decode
+from src.rollout.decode import Sampling
 from src.rollout.hf import HFSampler
 from tests.helpers.small_llama import (
     SMALL,
+    decoded_both_ways,
     module_logits,
     prompts,
     small_llama,
@@ -74,28 +74,9 @@ def test_a_one_token_prompt_and_a_fully_padded_start_read_as_the_modules_do():
 
 
 def test_tiny_model_decodes_the_same_tokens_either_way(tiny_lm):
-    batch = tiny_lm.encode_prompts(["What is 12 + 30?\nAnswer:", "Hi"])
-    network = tiny_lm.network.eval()
-    try:
-        runs = []
-        for steps in (ModuleSteps(network, tiny_lm.keeps_few_logits), LlamaSteps.of(network, 6)):
-            torch.manual_seed(3)
-            runs.append(
-                decode(
-                    steps,
-                    batch["input_ids"],
-                    batch["attention_mask"],
-                    3,
-                    10,
-                    tiny_lm.eos_token_ids,
-                    tiny_lm.tokenizer.pad_token_id,
-                    Sampling(min_new_tokens=10),
-                )
-            )
-    finally:
-        network.train()
-    assert runs[0].shape == (6, 10)
-    assert torch.equal(runs[0], runs[1])
+    modules, fused = decoded_both_ways(tiny_lm, LlamaSteps.of, Sampling(min_new_tokens=10), 10)
+    assert modules.shape == (6, 10)
+    assert torch.equal(modules, fused)
 
 
 @pytest.mark.parametrize(

@@ -15,6 +15,7 @@ from src.model.steps import ModuleSteps
 from src.rollout.decode import Sampling, decode
 from tests.helpers.small_llama import (
     SMALL,
+    decoded_both_ways,
     module_logits,
     prompts,
     small_llama,
@@ -99,29 +100,10 @@ def test_a_step_reads_no_host_value_and_keeps_its_buffers():
 
 @pytest.mark.parametrize("greedy", [True, False], ids=["greedy", "sampled"])
 def test_tiny_model_decodes_the_same_tokens_as_the_modules(tiny_lm, greedy):
-    batch = tiny_lm.encode_prompts(["What is 12 + 30?\nAnswer:", "Hi"])
-    network = tiny_lm.network.eval()
     sampling = Sampling(greedy=True) if greedy else Sampling(temperature=0.9, min_new_tokens=4)
-    try:
-        runs = []
-        for steps in (ModuleSteps(network, tiny_lm.keeps_few_logits), StaticSteps.of(network, 6)):
-            torch.manual_seed(3)
-            runs.append(
-                decode(
-                    steps,
-                    batch["input_ids"],
-                    batch["attention_mask"],
-                    3,
-                    12,
-                    tiny_lm.eos_token_ids,
-                    tiny_lm.tokenizer.pad_token_id,
-                    sampling,
-                )
-            )
-    finally:
-        network.train()
-    assert runs[0].size(1) >= 4
-    assert torch.equal(runs[0], runs[1])
+    modules, static = decoded_both_ways(tiny_lm, StaticSteps.of, sampling, 12)
+    assert modules.size(1) >= 4
+    assert torch.equal(modules, static)
 
 
 def test_static_steps_are_probed_and_a_wrong_one_is_turned_away(caplog, monkeypatch):
