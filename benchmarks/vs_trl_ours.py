@@ -25,11 +25,23 @@ from vs_trl_common import (
 )
 
 STEP_ENDS: list[float] = []  # filled by StepClock: this process runs one training only
+MARKS: dict[str, float] = {}  # when the run reached each point before its first step
 
 
 class StepClock(L.Callback):
     """Notes the time at the end of every training batch, i.e. of every GRPO step (one
-    optimizer update per rollout), after the module's own logging."""
+    optimizer update per rollout), after the module's own logging; and when the fit started
+    (model loaded, Lightning set up), training started (after what runs before the first
+    step) and the first step started."""
+
+    def on_fit_start(self, trainer: L.Trainer, *args: Any, **kwargs: Any) -> None:
+        MARKS.setdefault("fit_start", time.perf_counter())
+
+    def on_train_start(self, trainer: L.Trainer, *args: Any, **kwargs: Any) -> None:
+        MARKS.setdefault("train_start", time.perf_counter())
+
+    def on_train_batch_start(self, trainer: L.Trainer, *args: Any, **kwargs: Any) -> None:
+        MARKS.setdefault("first_step_start", time.perf_counter())
 
     def on_train_batch_end(self, trainer: L.Trainer, *args: Any, **kwargs: Any) -> None:
         STEP_ENDS.append(time.perf_counter())
@@ -199,6 +211,7 @@ def run_speed(spec: dict[str, Any]) -> RunResult:
     limit = cfg.model.get("max_prompt_length") or 10**9
     counts = [min(token_count(tokenizer, p), limit) for p in made]  # as CausalLM.encode_prompts
     STEP_ENDS.clear()
+    MARKS.clear()
     started = time.perf_counter()
     train(cfg)
     phases = [f"timing/{name}" for name in ("sampling", "reward", "log_probs", "update")]
@@ -230,6 +243,8 @@ def run_speed(spec: dict[str, Any]) -> RunResult:
             "compiled": bool(cfg.model.get("compile", False)),
             "max_tokens_per_pass": cfg.algo.max_tokens_per_pass,
             "probe_seconds": sum(v.seconds for v in probes),
+            # seconds from the call of `train` to each point before the first step ends
+            "start_marks": {name: round(at - started, 2) for name, at in MARKS.items()},
             "fast_paths": {v.path: v.proven for v in probes},
             "probe_seconds_by_path": {v.path: round(v.seconds, 3) for v in probes},
             # median seconds of each phase of a step after the first (`timing/<phase>`)

@@ -117,6 +117,15 @@ def text_table(group: dict[str, Any]) -> str:
                 f"{details['probe_seconds']:.2f} s ({paths})"
             )
     for run in runs:
+        marks = run.get("details", {}).get("start_marks")
+        if marks:
+            shown = ", ".join(f"{name} {seconds:.1f}" for name, seconds in marks.items())
+            first = fmt(run.get("first_step_seconds"), 1)
+            lines.append(
+                f"seconds from the call to, {label(run)} round {run['round']}: {shown}, "
+                f"first step end {first}"
+            )
+    for run in runs:
         phases = run.get("details", {}).get("phase_seconds")
         if phases:
             shares = ", ".join(f"{name} {seconds:.3f}" for name, seconds in phases.items())

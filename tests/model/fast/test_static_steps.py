@@ -135,3 +135,17 @@ def test_what_static_steps_do_not_serve_goes_through_the_modules():
     assert StaticSteps.of(small_llama().train(), rows=4) is None
     assert StaticSteps.of(small_llama(hidden_act="gelu"), rows=4) is None
     assert StaticSteps.of(small_llama().to(torch.bfloat16), rows=4) is not None
+
+
+def test_static_steps_that_cannot_be_built_leave_decoding_to_the_modules(caplog, monkeypatch):
+    """A release that moves what `StaticSteps.of` reads must not stop a run: one warning, and
+    the next steps down decode."""
+
+    def moved(*args, **kwargs):
+        raise AttributeError("'LlamaAttention' object has no attribute 'scaling'")
+
+    monkeypatch.setattr(StaticSteps, "of", moved)
+    network = small_llama()
+    with caplog.at_level(logging.WARNING), decoding_steps(network, 4, static=True) as steps:
+        assert not isinstance(steps, StaticSteps)
+    assert "StaticSteps could not be built" in caplog.text
