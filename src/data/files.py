@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import json
 from collections.abc import Iterable
 from pathlib import Path
@@ -21,6 +22,10 @@ class DataFileError(UserError, ValueError):
 def read_rows(path: str | Path) -> list[dict[str, Any]]:
     """All rows of a .json (a list of objects), .jsonl (one object per line) or .parquet file."""
     path = Path(path)
+    if path.is_dir():
+        raise DataFileError(
+            f"{path}: is a folder, not a data file; name one of its {SUFFIXES} files"
+        )
     if not path.is_file():
         raise DataFileError(f"{path}: data file not found")
     suffix = path.suffix.lower()
@@ -39,9 +44,25 @@ def read_rows(path: str | Path) -> list[dict[str, Any]]:
     return rows
 
 
+def read_json_text(path: Path) -> str:
+    """The text of a JSON or JSONL file in the encodings JSON allows: UTF-8 (with or without a
+    byte-order mark), UTF-16 or UTF-32 (as spreadsheet tools export them), recognised as
+    `json.loads` recognises them; anything else is refused in one line naming the first byte
+    that is not UTF-8."""
+    raw = path.read_bytes()
+    codec = json.detect_encoding(raw)
+    try:
+        return raw.decode(codec)
+    except UnicodeDecodeError as error:
+        raise DataFileError(
+            f"{path}: not UTF-8, UTF-16 or UTF-32 text (byte {raw[error.start]:#04x} at offset "
+            f"{error.start} is not {codec}); save the file as UTF-8"
+        ) from None
+
+
 def _read_jsonl(path: Path) -> list[dict[str, Any]]:
     rows = []
-    with path.open(encoding="utf-8") as handle:
+    with io.StringIO(read_json_text(path), newline=None) as handle:  # \n, \r\n or \r
         for number, line in enumerate(handle, start=1):
             if not line.strip():
                 continue
@@ -59,7 +80,7 @@ def _read_jsonl(path: Path) -> list[dict[str, Any]]:
 
 
 def _read_json(path: Path) -> list[dict[str, Any]]:
-    text = path.read_text(encoding="utf-8")
+    text = read_json_text(path)
     if not text.strip():
         return []
     try:

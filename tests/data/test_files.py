@@ -56,6 +56,38 @@ def test_missing_file_is_named(tmp_path):
         read_rows(tmp_path / "nowhere.jsonl")
 
 
+@pytest.mark.parametrize("encoding", ["utf-16", "utf-16-le", "utf-8-sig", "utf-32"])
+@pytest.mark.parametrize("name", ["rows.jsonl", "rows.json"])
+def test_files_exported_as_utf16_or_with_a_bom_are_read(tmp_path, encoding, name):
+    """Spreadsheet tools export UTF-16 (with a byte-order mark, or without as utf-16-le)."""
+    rows = [{"question": "¿Qué es 2 + 2?", "answer": "4"}, {"question": "q2", "answer": "é"}]
+    if name.endswith(".jsonl"):
+        text = "\r\n".join(json.dumps(row, ensure_ascii=False) for row in rows) + "\r\n"
+    else:
+        text = json.dumps(rows, ensure_ascii=False)
+    (tmp_path / name).write_bytes(text.encode(encoding))
+    read = read_rows(tmp_path / name)
+    assert [{k: v for k, v in row.items() if k != "_line"} for row in read] == rows
+    if name.endswith(".jsonl"):
+        assert [row["_line"] for row in read] == [1, 2]
+
+
+def test_a_file_in_another_encoding_is_refused_in_one_line(tmp_path):
+    path = tmp_path / "latin1.jsonl"
+    path.write_bytes('{"question": "Qu\u00e9?", "answer": "4"}\n'.encode("latin-1"))
+    with pytest.raises(
+        DataFileError,
+        match=r"latin1.jsonl: not UTF-8, UTF-16 or UTF-32 text "
+        r"\(byte 0xe9 at offset 16 is not utf-8\); save the file as UTF-8",
+    ):
+        read_rows(path)
+
+
+def test_a_folder_is_not_a_data_file(tmp_path):
+    with pytest.raises(DataFileError, match="is a folder, not a data file"):
+        read_rows(tmp_path)
+
+
 def test_missing_field_names_the_line(tmp_path):
     path = tmp_path / "rows.jsonl"
     path.write_text('{"question": "q", "answer": "1"}\n{"question": "q2", "answer": ""}\n')
