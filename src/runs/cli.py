@@ -23,6 +23,7 @@ from hydra.errors import (
 )
 from omegaconf.errors import ConfigAttributeError, ConfigKeyError
 
+from src.tracking.sweep import failed_jobs, forget_failed_jobs
 from src.utils.errors import UserError, unwrapped
 
 FULL_ERROR = "HYDRA_FULL_ERROR"
@@ -36,15 +37,17 @@ def run_cli(hydra_main: Callable[[], Any]) -> Any:
     """Run a `@hydra.main` function as a command. Hydra is told to let errors through (it would
     print a shortened traceback for every one of them); user errors are printed here as one line
     and exit with status 1, other errors keep their traceback. A user who set
-    `HYDRA_FULL_ERROR=1` sees every traceback."""
+    `HYDRA_FULL_ERROR=1` sees every traceback. A multirun in which a job failed ends with one
+    line naming the failed jobs and status 1, after every other job has run."""
+    forget_failed_jobs()
     if os.environ.get(FULL_ERROR) == "1":
-        return hydra_main()
+        return exit_if_jobs_failed(hydra_main())
     previous = os.environ.get(FULL_ERROR)
     os.environ[FULL_ERROR] = "1"
     stderr = sys.stderr
     sys.stderr = WithoutJobLine(stderr)
     try:
-        return hydra_main()
+        return exit_if_jobs_failed(hydra_main())
     except Exception as error:
         message = user_message(error)
         if message is None:
@@ -59,6 +62,21 @@ def run_cli(hydra_main: Callable[[], Any]) -> Any:
             os.environ.pop(FULL_ERROR, None)
         else:
             os.environ[FULL_ERROR] = previous
+
+
+def exit_if_jobs_failed(result: Any) -> Any:
+    """`result`, or exit with status 1 and one line when jobs of the multirun failed."""
+    failed = failed_jobs()
+    if not failed:
+        return result
+    listed = "; ".join(f"job {job}: {error}" for job, error in failed.items())
+    sys.stdout.flush()
+    print(
+        f"error: {len(failed)} job(s) of the sweep failed ({listed}); the others finished",
+        file=sys.stderr,
+        flush=True,
+    )
+    raise SystemExit(1)
 
 
 class WithoutJobLine:

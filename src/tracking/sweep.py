@@ -27,6 +27,24 @@ log = logging.getLogger(__name__)
 
 SWEEP_ENV = "GRPO_SWEEP"
 
+_failed: dict[int, str] = {}  # job number -> its error, for every failed job this process saw
+
+
+def note_failed(job: int, error: str) -> None:
+    """Record that job `job` of this process's sweep failed with `error` (its first line)."""
+    _failed.setdefault(job, error.splitlines()[0] if error else "failed")
+
+
+def forget_failed_jobs() -> None:
+    """Start a command with no failed job noted (a test may run several in one process)."""
+    _failed.clear()
+
+
+def failed_jobs() -> dict[int, str]:
+    """The failed jobs of the sweep this process ran, by job number: those that failed in this
+    process, and those the sweep's parent run found FAILED at its end (any launcher)."""
+    return dict(sorted(_failed.items()))
+
 
 @dataclass(frozen=True)
 class Sweep:
@@ -160,6 +178,7 @@ def sweep_job(cfg: DictConfig) -> Iterator[None]:
     try:
         yield
     except Exception as error:
+        note_failed(job.num, f"{type(error).__name__}: {error}")
         log.exception(
             "Job %d of sweep %s failed (%s); the sweep goes on. Its log: %s",
             job.num,

@@ -23,6 +23,7 @@ from src.tracking.sweep import (
     SWEEP_ENV,
     Sweep,
     mlflow_target,
+    note_failed,
     sweep_children,
     swept_keys,
 )
@@ -41,7 +42,8 @@ class MlflowSweepCallback(Callback):
     A job left RUNNING (its process was killed) is marked FAILED. If the sweep itself ends
     early, the parent is closed at interpreter exit, its children listed: KILLED when a signal
     stopped it (SIGTERM, Ctrl-C: the job running then is KILLED too), FAILED otherwise. Failed
-    jobs are logged at the end as errors; Hydra does not let a callback change the exit status.
+    jobs are logged at the end as errors and noted (`note_failed`), so that the command exits
+    with status 1 (`src.runs.cli.run_cli`): Hydra does not let a callback change it.
     """
 
     def __init__(self) -> None:
@@ -109,6 +111,8 @@ class MlflowSweepCallback(Callback):
 
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
         failed = self._close(aborted=False)
+        for row in failed:
+            note_failed(int(row["job"]), str(row["error"] or row["status"]))
         if failed:
             log.error(
                 "%d job(s) of the sweep failed: %s. The other jobs finished; each failed "

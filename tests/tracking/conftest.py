@@ -77,8 +77,9 @@ class SweepStore:
         return client.search_runs([found.experiment_id], max_results=1000)
 
 
-def sweep(output_root: Path, *args: str) -> SweepStore:
-    """Run `python -m src.train -m ARGS` into output_root and check it exited cleanly: in this
+def sweep(output_root: Path, *args: str, status: int = 0) -> SweepStore:
+    """Run `python -m src.train -m ARGS` into output_root and check its exit status (1 where a
+    job failed, after the others ran): in this
     process (`tests.helpers.command`; Hydra's basic launcher runs the jobs in it, one after
     another), or in a fresh interpreter for the submitit launcher, whose job processes unpickle
     the task function of a real `__main__`."""
@@ -87,7 +88,7 @@ def sweep(output_root: Path, *args: str) -> SweepStore:
     args = ("-m", *args, f"paths.output_root={output_root}")
     result = run_train(*args) if submitit else command("src.train", *args)
     seconds = time.perf_counter() - start
-    assert result.returncode == 0, (result.stdout + result.stderr)[-4000:]
+    assert result.returncode == status, (result.stdout + result.stderr)[-4000:]
     return SweepStore(output_root, seconds, result.stdout + result.stderr)
 
 

@@ -83,7 +83,7 @@ def test_a_failing_job_leaves_the_jobs_after_it_finished(tmp_path):
     """Three jobs, one after another; the middle one fails before opening its run (a malformed
     data file). The third still runs, and the failure is a FAILED child run with its error."""
     good, bad = data_files(tmp_path)
-    store = sweep(tmp_path / "outputs", f"data.path={good},{bad},{good}", *SMALL_FILE_JOB)
+    store = sweep(tmp_path / "outputs", f"data.path={good},{bad},{good}", *SMALL_FILE_JOB, status=1)
     parent, children = parent_and_children(store)
     assert [run.info.status for run in children] == ["FINISHED", "FAILED", "FINISHED"]
     failed = children[1]
@@ -97,29 +97,31 @@ def test_a_failing_job_leaves_the_jobs_after_it_finished(tmp_path):
     assert parent.info.status == "FINISHED"
     assert (parent.data.tags["jobs_finished"], parent.data.tags["jobs_failed"]) == ("2", "1")
     assert "1 job(s) of the sweep failed: job 1: DataFileError" in store.log
+    last = store.log.strip().splitlines()[-1]
+    assert last.startswith("error: 1 job(s) of the sweep failed (job 1: DataFileError: ")
 
 
 @pytest.mark.slow
 def test_a_failing_job_leaves_the_other_finished_with_submitit_local(tmp_path):
-    """Two jobs through the local submitit launcher (one process each); one fails (a negative
-    learning rate, refused by the settings check) and is recorded as such."""
-    good, _ = data_files(tmp_path)
+    """Two jobs through the local submitit launcher (one process each); one fails (a malformed
+    data file, which no check before the sweep sees) and is recorded as such, and the command
+    exits with status 1 (the jobs' failures read from the parent run)."""
+    good, bad = data_files(tmp_path)
     store = sweep(
         tmp_path / "outputs",
         "hydra/launcher=submitit_local",
-        f"data.path={good}",
-        "algo.optimizer.lr=1e-5,-1",
+        f"data.path={good},{bad}",
         *SMALL_FILE_JOB,
+        status=1,
     )
     parent, children = parent_and_children(store)
     assert parent.data.tags["launcher"].endswith("LocalLauncher")
-    by_lr = {run.data.tags["sweep.algo.optimizer.lr"]: run for run in children}
-    assert by_lr["1e-05"].info.status == "FINISHED"
-    failed = by_lr["-1"]
+    by_file = {Path(run.data.tags["sweep.data.path"]).name: run for run in children}
+    assert by_file["good.jsonl"].info.status == "FINISHED"
+    failed = by_file["bad.jsonl"]
     assert failed.info.status == "FAILED"
-    assert (
-        failed.data.tags["error"] == "ConfigError: algo.optimizer.lr must be a number > 0, got -1"
-    )
+    assert failed.data.tags["error"].startswith("DataFileError: ")
+    assert "error: 1 job(s) of the sweep failed (job 1: DataFileError: " in store.log
     assert (parent.data.tags["jobs_finished"], parent.data.tags["jobs_failed"]) == ("1", "1")
 
 

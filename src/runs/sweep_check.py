@@ -1,0 +1,84 @@
+"""Every value a multirun sweeps is checked before its first job starts.
+
+`python -m src.train -m algo.kl_beta=0.0,abc` would run the first job, then fail the second
+at its settings check. Here, when the sweep starts, each value of each swept setting is put
+alone into the sweep's config and given the checks a single value has: its declared type,
+range and choices (`src.runs.schema.SETTINGS`) and, for `algo.*`, the algorithm's settings
+(`AlgoSettings`). A refused value stops the sweep before any job, in one line naming the key,
+the value and the sweep, and status 1. Config groups (`algo=grpo,dapo`), values that only fail together and
+search spaces a sweeper draws from (Optuna's intervals) are left to each job's own check.
+"""
+
+from __future__ import annotations
+
+import copy
+import logging
+import sys
+from typing import Any
+
+from hydra.core.override_parser.overrides_parser import OverridesParser
+from hydra.experimental.callback import Callback
+from omegaconf import DictConfig, ListConfig, OmegaConf
+
+from src.grpo.settings import AlgoSettings
+from src.runs.schema import setting_of
+from src.utils.config import plain
+from src.utils.errors import ConfigError
+
+log = logging.getLogger(__name__)
+_ABSENT = object()
+
+
+class SweptValuesCheck(Callback):
+    """The Hydra callback (`conf/hydra/default.yaml`) that checks the swept values first."""
+
+    def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
+        try:
+            check_swept_values(config)
+        except ConfigError as error:
+            # Hydra turns a callback's exception into a warning and runs the sweep anyway: an
+            # exit is what stops it before its first job (status 1, the line on stderr)
+            sys.stdout.flush()
+            raise SystemExit(f"error: {error}") from None
+
+
+def check_swept_values(config: DictConfig) -> None:
+    """Raise `ConfigError` for the first swept value of a setting that its own checks refuse."""
+    lines = [str(line) for line in config.hydra.overrides.task]
+    for override in OverridesParser.create().parse_overrides(lines):
+        if not override.is_sweep_override():
+            continue
+        key = override.get_key_element().lstrip("+~")
+        current = OmegaConf.select(config, key, default=_ABSENT, throw_on_resolution_failure=False)
+        if current is _ABSENT or isinstance(current, DictConfig | ListConfig):
+            continue  # a config group, or a key the config does not have
+        try:
+            values = list(override.sweep_iterator())
+        except Exception:  # an interval or another search space: nothing to list
+            continue
+        for value in values:
+            problem = refusal(config, key, value)
+            if problem:
+                raise ConfigError(
+                    f"{problem} (swept by {override.input_line}); no job of the sweep was started"
+                )
+
+
+def refusal(config: DictConfig, key: str, value: Any) -> str | None:
+    """Why `key=value` alone cannot work, or None."""
+    setting = setting_of(key)
+    if setting is not None and not setting.accepts(value):
+        return f"{key} must be {setting.allowed()}, got {value!r}"
+    if not key.startswith("algo."):
+        return None
+    algo = copy.deepcopy(plain(config.algo))
+    node, *path = key.split(".")[1:]
+    target = algo
+    for part in [node, *path][:-1]:
+        target = target.setdefault(part, {})
+    target[key.split(".")[-1]] = value
+    try:
+        AlgoSettings.from_config(algo)
+    except ConfigError as error:
+        return str(error)
+    return None
