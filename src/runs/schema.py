@@ -27,6 +27,7 @@ from src.utils.errors import ConfigError
 
 INDEX_TEXT = re.compile(r"\s*\d+\s*(,\s*\d+\s*)*,?\s*")  # "0,1" or "0,": device indices
 MISSING = object()
+INTERPOLATION = re.compile(r"\$\{([A-Za-z_][\w.]*)\}")  # ${retrieval.k}: another key's value
 
 
 @dataclass(frozen=True)
@@ -348,4 +349,18 @@ def check_schema(cfg: DictConfig, settings: dict[str, Setting | AnyOf] | None = 
             value = value_at(cfg, key)
             if value is MISSING or setting.accepts(value):
                 continue
-            raise ConfigError(f"{key} must be {setting.allowed()}, got {value!r}")
+            source = interpolated_from(cfg, key)
+            named = key if source is None else f"{source} (read as {key})"
+            raise ConfigError(f"{named} must be {setting.allowed()}, got {value!r}")
+
+
+def interpolated_from(cfg: DictConfig, key: str) -> str | None:
+    """The key whose value `key` takes when it is a plain interpolation (`query_k:
+    ${retrieval.k}`): the key a user set, to name in an error; None otherwise."""
+    parent, _, last = key.rpartition(".")
+    node = OmegaConf.select(cfg, parent) if parent else cfg
+    if not isinstance(node, DictConfig):
+        return None
+    raw = OmegaConf.to_container(node, resolve=False).get(last)
+    found = INTERPOLATION.fullmatch(raw) if isinstance(raw, str) else None
+    return found.group(1) if found else None

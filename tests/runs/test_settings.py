@@ -245,3 +245,16 @@ def test_the_hardware_presets_combine(make_cfg):
     assert not fsdp.model.gradient_checkpointing and fsdp.model.lora.r == 16
     cpu = make_cfg("hardware=[cpu]", "trainer.devices=2", "trainer.strategy=ddp")
     assert (cpu.trainer.accelerator, cpu.trainer.devices, cpu.trainer.strategy) == ("cpu", 2, "ddp")
+
+
+@pytest.mark.parametrize(
+    ("override", "message"),
+    [
+        ("retrieval.k=0", r"retrieval.k \(read as policy.query_k\) must be a whole number >= 1"),
+        ("policy.query_k=0", r"^policy.query_k must be a whole number >= 1, got 0$"),
+    ],
+)
+def test_a_refused_value_names_the_key_the_user_set(make_cfg, override, message):
+    """`policy.query_k` reads `${retrieval.k}`: a wrong `retrieval.k` is named as typed."""
+    with pytest.raises(ConfigError, match=message):
+        check_settings(make_cfg("task=medqa_rewriter", override))
