@@ -18,7 +18,6 @@ raises, is left out and the next one down runs; the network's own forward and ca
 from __future__ import annotations
 
 import contextlib
-import logging
 from collections.abc import Iterator
 from functools import partial
 
@@ -29,21 +28,19 @@ from src.model.fast.captured_steps import CapturedSteps
 from src.model.fast.llama_steps import LlamaSteps, Product
 from src.model.fast.packed import can_pack, packable, packed_linears
 from src.model.fast.probe import (
+    built,
     device_of,
     imply,
     largest_difference,
     log_softmax_difference,
-    network_kind,
     probe_input,
     proven,
+    refused,
     standing,
 )
 from src.model.fast.static_steps import StaticSteps
 from src.model.positions import position_ids
 from src.model.steps import ModuleSteps, Steps
-
-log = logging.getLogger(__name__)
-_unbuildable: set[str] = set()  # kinds of network whose static steps raised while being built
 
 
 @contextlib.contextmanager
@@ -65,18 +62,21 @@ def decoding_steps(
     if static is None:
         static = fused and device_of(network).type == "cuda"
     if static:
-        found = static_steps(network, rows)
-        if found is not None:
-            path, steps = found
-            if proven(path, network, partial(teacher_forced_difference, network, steps, rows)):
-                yield steps
-                return
+        path = "captured_steps" if device_of(network).type == "cuda" else "static_steps"
+        steps = built(path, network, partial(static_steps, network, rows))
+        check = partial(teacher_forced_difference, network, steps, rows)
+        if steps is not None and proven(path, network, check):
+            yield steps
+            return
     packings = [True, False] if packed and can_pack(rows) and packable(network) else [False]
     if fused:
         for pack in packings:
-            steps = LlamaSteps.of(network, rows, pack)
+            path = "fused_steps+packed_weights" if pack else "fused_steps"
+            steps = built(path, network, partial(LlamaSteps.of, network, rows, pack))
             if steps is None:
-                break
+                if refused(path, network):
+                    continue  # it raised while being built: the next one down may serve
+                break  # not a network the fused steps serve
             if fused_steps_proven(network, steps, rows):
                 yield steps
                 return
@@ -86,31 +86,27 @@ def decoding_steps(
     )
     steps = ModuleSteps(network, keeps_few_logits, make_room=room)
     if packings[0]:
-        with packed_linears(network, rows):
+        with contextlib.ExitStack() as packing:
+            routed = built(
+                "packed_weights",
+                network,
+                partial(packing.enter_context, packed_linears(network, rows)),
+            )
             check = partial(teacher_forced_difference, network, steps, rows)
-            if proven("packed_weights", network, check):
+            if routed is not None and proven("packed_weights", network, check):
                 yield steps
                 return
     yield steps
 
 
-def static_steps(network: nn.Module, rows: int) -> tuple[str, Steps] | None:
-    """The fixed-shape fused steps for `network` and the name of their path: replayed as a
-    CUDA graph on a GPU (`captured_steps`), as they are elsewhere (`static_steps`); None where
-    `StaticSteps` does not serve the network."""
-    try:
-        steps = StaticSteps.of(network, rows, pack=False)
-    except Exception as exc:  # it reads other packages' internals: a release may move them
-        kind = network_kind(network)
-        if kind not in _unbuildable:
-            _unbuildable.add(kind)
-            log.warning("StaticSteps could not be built for %s (%s): the modules decode", kind, exc)
-        return None
+def static_steps(network: nn.Module, rows: int) -> Steps | None:
+    """The fixed-shape fused steps for `network`: replayed as a CUDA graph on a GPU
+    (`captured_steps`), as they are elsewhere (`static_steps`); None where `StaticSteps` does
+    not serve the network."""
+    steps = StaticSteps.of(network, rows, pack=False)
     if steps is None:
         return None
-    if device_of(network).type == "cuda":
-        return "captured_steps", CapturedSteps(steps)
-    return "static_steps", steps
+    return CapturedSteps(steps) if device_of(network).type == "cuda" else steps
 
 
 def fused_steps_proven(network: nn.Module, steps: LlamaSteps, rows: int) -> bool:

@@ -19,11 +19,13 @@ import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TypeVar
 
 import torch
 from torch import Tensor, nn
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 # largest accepted difference, by the network's float type: log-probs and log-softmaxed
 # logits in nats; gradients relative to the largest entry of the plain path's gradient
@@ -61,6 +63,39 @@ def proven(path: str, network: nn.Module, check: Callable[[], float]) -> bool:
         else:
             _verdicts[key] = _run(path, key[1], network, check)
     return _verdicts[key].proven
+
+
+def built(path: str, network: nn.Module, build: Callable[[], T]) -> T | None:
+    """`build()`, the making of fast path `path`'s object for `network`, under the probe's
+    guard: building reads other packages' internals too (transformers' attributes, peft's
+    adapter tensors, torch's private ops), so what it raises is kept as the path's failed
+    verdict on this kind of network, with one WARNING, and None is returned, as for a path
+    already refused here (not built again)."""
+    key = (path, network_kind(network))
+    verdict = _verdicts.get(key)
+    if verdict is not None and not verdict.proven:
+        return None
+    try:
+        return build()
+    except Exception as exc:  # a release that moved what the path reads must not stop a run
+        error = f"{type(exc).__name__}: {exc}"
+        _verdicts[key] = Verdict(
+            path, key[1], False, float("inf"), tolerance_of(network), 0.0, error
+        )
+        log.warning(
+            "fast path %s could not be built for %s (%s): the plain path runs for the rest of "
+            "this process",
+            path,
+            key[1],
+            error,
+        )
+        return None
+
+
+def refused(path: str, network: nn.Module) -> bool:
+    """Whether this process has a verdict against `path` on this kind of network."""
+    verdict = standing(path, network)
+    return verdict is not None and not verdict.proven
 
 
 def standing(path: str, network: nn.Module) -> Verdict | None:
