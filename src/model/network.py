@@ -77,3 +77,26 @@ class AdaptedNetwork(PolicyNetwork, Protocol):
         """Within the block the network computes as its base model (the adapter off); a network
         without an adapter is its own base."""
         ...
+
+
+class DecodedNetwork(PolicyNetwork, Protocol):
+    """A policy network that a token-by-token sampler (hf, vLLM) decodes: the transformers
+    network itself, how prompts are cut and where completions end."""
+
+    network: nn.Module  # the transformers causal LM (a peft model over one under LoRA)
+    max_prompt_length: int | None  # prompts are cut from the left beyond this many tokens
+
+    @property
+    def keeps_few_logits(self) -> bool:
+        """Whether the network's forward takes `logits_to_keep`."""
+        ...
+
+    @property
+    def eos_token_ids(self) -> list[int]:
+        """The token ids that end a completion."""
+        ...
+
+    @property
+    def uses_lora(self) -> bool:
+        """Whether a LoRA adapter is what trains (vLLM then loads the adapter, not the weights)."""
+        ...

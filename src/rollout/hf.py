@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import torch
 
-from src.model.causal_lm import CausalLM
 from src.model.fast.decoding import decoding_steps
+from src.model.network import DecodedNetwork
 from src.rollout.decode import Sampling, decode
 from src.rollout.rollout import Rollout, completion_mask
 from src.rollout.sampler import check_sampling
@@ -42,12 +42,12 @@ class HFSampler:
         self.packed_weights = packed_weights  # CPU float32: decode with packed, merged weights
         self.fused_steps = fused_steps  # Llama family: our own decoding step (CPU float32, GPU)
 
-    def sync(self, lm: CausalLM) -> None:
+    def sync(self, lm: DecodedNetwork) -> None:
         """Nothing to do: sampling runs the trained network itself."""
 
     @torch.no_grad()
     def sample(
-        self, lm: CausalLM, prompts: list[str], group_size: int, greedy: bool = False
+        self, lm: DecodedNetwork, prompts: list[str], group_size: int, greedy: bool = False
     ) -> Rollout:
         """G completions for each prompt; greedy decoding for evaluation."""
         tokenizer = lm.tokenizer

@@ -35,7 +35,7 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from src.model.causal_lm import CausalLM
+from src.model.network import DecodedNetwork
 from src.rollout.rollout import Rollout
 from src.rollout.sampler import check_sampling
 from src.utils.distributed import is_distributed
@@ -106,7 +106,7 @@ def loaded_in_4bit(network: nn.Module) -> bool:
 
 def adapter_enabled(network: nn.Module) -> bool:
     """Whether a LoRA adapter is on: False for a plain network and inside
-    `CausalLM.adapter_disabled()` (the frozen base the rewriter's planner samples)."""
+    `adapter_disabled()` (the frozen base the rewriter's planner samples)."""
     if not hasattr(network, "disable_adapter"):
         return False
     from peft.tuners.tuners_utils import BaseTunerLayer
@@ -301,14 +301,14 @@ class VLLMSampler:
         self._fingerprint = torch.zeros(0)  # `weights_fingerprint` of the pushed weights
         self._asleep = False  # the engine's memory is released (sleep_between_rollouts)
 
-    def sync(self, lm: CausalLM) -> None:
+    def sync(self, lm: DecodedNetwork) -> None:
         """Note that the network's weights changed (an optimizer step): the next `sample`
         pushes them (the adapter, or the whole state dict) to the engine first."""
         self._stale = True
 
     @torch.no_grad()
     def sample(
-        self, lm: CausalLM, prompts: list[str], group_size: int, greedy: bool = False
+        self, lm: DecodedNetwork, prompts: list[str], group_size: int, greedy: bool = False
     ) -> Rollout:
         """G completions for each prompt from the network's current weights (rows i*G ..
         i*G+G-1); greedy decoding for evaluation, one answer per prompt filling its group.
@@ -342,7 +342,7 @@ class VLLMSampler:
             lm.tokenizer,
         )
 
-    def _sampling_params(self, lm: CausalLM, n: int, greedy: bool) -> Any:
+    def _sampling_params(self, lm: DecodedNetwork, n: int, greedy: bool) -> Any:
         """vLLM's `SamplingParams`: this sampler's settings (greedy: temperature 0), stopping
         at any of the network's EOS ids, with the sampled token's log-prob (`logprobs=0`)."""
         vllm = import_vllm()
@@ -366,7 +366,7 @@ class VLLMSampler:
             **settings,
         )
 
-    def _engine(self, lm: CausalLM) -> Any:
+    def _engine(self, lm: DecodedNetwork) -> Any:
         """The engine, made on first use from the network's base model: LoRA-enabled when the
         network trains an adapter, quantized to 4 bits in flight when its base is."""
         path = base_model_path(lm.network)
@@ -418,7 +418,7 @@ class VLLMSampler:
         self._engine_model, self._engine_lora = path, lm.uses_lora
         return self.llm
 
-    def _push_if_stale(self, lm: CausalLM) -> None:
+    def _push_if_stale(self, lm: DecodedNetwork) -> None:
         """Give the engine the network's current weights if they changed since the last push:
         after a `sync`, for another network (the one GRPO starts from after SFT), or when
         their fingerprint moved without a `sync` (a caller that skipped it)."""
@@ -437,7 +437,7 @@ class VLLMSampler:
         self._fingerprint = weights_fingerprint(lm.network)
         self._stale = False
 
-    def _push_adapter(self, lm: CausalLM) -> None:
+    def _push_adapter(self, lm: DecodedNetwork) -> None:
         """Save the current adapter into a folder of its own and name it in a new request."""
         vllm_lora = importlib.import_module("vllm.lora.request")
         if self._adapter_root is None:
@@ -451,7 +451,7 @@ class VLLMSampler:
         if previous is not None:  # never asked for again: its id is retired
             shutil.rmtree(previous.lora_path, ignore_errors=True)
 
-    def _push_weights(self, lm: CausalLM) -> None:
+    def _push_weights(self, lm: DecodedNetwork) -> None:
         """Load the whole state dict into the engine's model and drop its prefix cache (keys
         and values computed with the old weights)."""
         weights = [(name, tensor.detach()) for name, tensor in lm.network.state_dict().items()]

@@ -1,5 +1,7 @@
 """Settings that cannot work, alone or together, refused before any data or model loads, each
-with the config key to change. Every setting is checked here and nowhere else."""
+with the config key to change. Every setting a run takes is checked here first; the pure
+functions of `src/grpo/` (objective, advantages, policy losses) and the GRPO module check the
+arguments they are handed again, for callers that reach them without a config."""
 
 from __future__ import annotations
 
