@@ -16,6 +16,9 @@ from tests.helpers.training_process import start_training
 # date_time_token, e.g. 2025-01-31_14-05-09_3fa9c2
 FOLDER = re.compile(r"\d{4}-\d\d-\d\d_\d\d-\d\d-\d\d_[0-9a-f]{6}")
 FAILS_AT_ONCE = "trainer.max_steps=0"  # refused before data or models load, after Hydra's folder
+# settings that each pass alone (so a sweep over other keys starts) and fail together at each
+# job's settings check, before data or models load
+JOBS_FAIL_AT_ONCE = ("model.load_in_4bit=true",)
 
 
 def test_each_config_gets_its_own_run_folder_and_keeps_it(tmp_path):
@@ -36,9 +39,12 @@ def test_each_config_gets_its_own_run_folder_and_keeps_it(tmp_path):
 @pytest.mark.slow
 def test_runs_started_at_once_and_a_sweep_get_folders_of_their_own(tmp_path):
     """Two runs and a two-job sweep started together (each stops at its settings check, after
-    Hydra made its folder), all output sent to pipes."""
+    Hydra made its folder), all output sent to pipes. The sweep's values each pass the check
+    made before its first job; 4-bit weights without LoRA fail each job's own check."""
     runs = [start_training(FAILS_AT_ONCE, f"paths.output_root={tmp_path}") for _ in range(2)]
-    sweep = start_training("-m", "trainer.max_steps=0,-1", f"paths.output_root={tmp_path}")
+    sweep = start_training(
+        "-m", *JOBS_FAIL_AT_ONCE, "algo.kl_beta=0.0,0.01", f"paths.output_root={tmp_path}"
+    )
     outputs = [process.communicate(timeout=300)[0] for process in [*runs, sweep]]
     for process, output in zip(runs, outputs, strict=False):
         assert process.returncode == 1, output[-3000:]
@@ -50,7 +56,7 @@ def test_runs_started_at_once_and_a_sweep_get_folders_of_their_own(tmp_path):
         assert FOLDER.fullmatch(folder.name), folder
         overrides = (folder / ".hydra" / "overrides.yaml").read_text().splitlines()
         assert f"- {FAILS_AT_ONCE}" in overrides  # one run's folder, not the sweep's
-        assert "- trainer.max_steps=-1" not in overrides
+        assert "- algo.kl_beta=0.01" not in overrides
         assert (folder / "train.log").is_file()
 
     (sweep_dir,) = (tmp_path / "multiruns" / "arithmetic").iterdir()
@@ -65,6 +71,7 @@ def test_runs_started_at_once_and_a_sweep_get_folders_of_their_own(tmp_path):
 
     # Hydra's and the jobs' log lines reached the pipe, without terminal colour codes.
     sweep_output = outputs[-1]
+    assert sweep.returncode == 1 and "error: 2 job(s) of the sweep failed" in sweep_output
     assert "][HYDRA] Sweep " in sweep_output
     assert "[src.tracking.sweep][ERROR] - Job 0 of sweep" in sweep_output
     assert not [output for output in outputs if "\x1b[" in output]
