@@ -5,28 +5,25 @@ at its settings check. Here, when the sweep starts, each value of each swept set
 alone into the sweep's config and given the checks a single value has: its declared type,
 range and choices (`src.runs.schema.SETTINGS`) and, for `algo.*`, the algorithm's settings
 (`AlgoSettings`). A refused value stops the sweep before any job, in one line naming the key,
-the value and the sweep, and status 1. Config groups (`algo=grpo,dapo`), values that only fail together and
-search spaces a sweeper draws from (Optuna's intervals) are left to each job's own check.
+the value and the sweep, and status 1. Config groups (`algo=grpo,dapo`), values that only fail
+together and search spaces a sweeper draws from (Optuna's intervals) are left to each job's own
+check.
 """
 
 from __future__ import annotations
 
 import copy
-import logging
 import sys
 from typing import Any
 
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.experimental.callback import Callback
-from omegaconf import DictConfig, ListConfig, OmegaConf
+from omegaconf import DictConfig
 
 from src.grpo.settings import AlgoSettings
-from src.runs.schema import setting_of
+from src.runs.schema import MISSING, setting_of, value_at
 from src.utils.config import plain
 from src.utils.errors import ConfigError
-
-log = logging.getLogger(__name__)
-_ABSENT = object()
 
 
 class SweptValuesCheck(Callback):
@@ -49,8 +46,8 @@ def check_swept_values(config: DictConfig) -> None:
         if not override.is_sweep_override():
             continue
         key = override.get_key_element().lstrip("+~")
-        current = OmegaConf.select(config, key, default=_ABSENT, throw_on_resolution_failure=False)
-        if current is _ABSENT or isinstance(current, DictConfig | ListConfig):
+        current = value_at(config, key)
+        if current is MISSING or isinstance(current, dict | list):
             continue  # a config group, or a key the config does not have
         try:
             values = list(override.sweep_iterator())
@@ -72,11 +69,11 @@ def refusal(config: DictConfig, key: str, value: Any) -> str | None:
     if not key.startswith("algo."):
         return None
     algo = copy.deepcopy(plain(config.algo))
-    node, *path = key.split(".")[1:]
+    *sections, name = key.split(".")[1:]
     target = algo
-    for part in [node, *path][:-1]:
+    for part in sections:
         target = target.setdefault(part, {})
-    target[key.split(".")[-1]] = value
+    target[name] = value
     try:
         AlgoSettings.from_config(algo)
     except ConfigError as error:
