@@ -59,11 +59,12 @@ def decoding_steps(
     modules under packed weights (where `packed` asks for them); the modules as they are. The
     modules' cache is allocated once where that is proven. `keeps_few_logits`: whether the
     network's forward takes `logits_to_keep`."""
+    on_gpu = device_of(network).type == "cuda"
     if static is None:
-        static = fused and device_of(network).type == "cuda"
+        static = fused and on_gpu
     if static:
-        path = "captured_steps" if device_of(network).type == "cuda" else "static_steps"
-        steps = built(path, network, partial(static_steps, network, rows))
+        path = "captured_steps" if on_gpu else "static_steps"
+        steps = built(path, network, partial(static_steps, network, rows, captured=on_gpu))
         check = partial(teacher_forced_difference, network, steps, rows)
         if steps is not None and proven(path, network, check):
             yield steps
@@ -99,14 +100,14 @@ def decoding_steps(
     yield steps
 
 
-def static_steps(network: nn.Module, rows: int) -> Steps | None:
-    """The fixed-shape fused steps for `network`: replayed as a CUDA graph on a GPU
-    (`captured_steps`), as they are elsewhere (`static_steps`); None where `StaticSteps` does
-    not serve the network."""
+def static_steps(network: nn.Module, rows: int, captured: bool) -> Steps | None:
+    """The fixed-shape fused steps for `network`: replayed as a CUDA graph where `captured`
+    (on a GPU: `captured_steps`), as they are otherwise (`static_steps`); None where
+    `StaticSteps` does not serve the network."""
     steps = StaticSteps.of(network, rows, pack=False)
     if steps is None:
         return None
-    return CapturedSteps(steps) if device_of(network).type == "cuda" else steps
+    return CapturedSteps(steps) if captured else steps
 
 
 def fused_steps_proven(network: nn.Module, steps: LlamaSteps, rows: int) -> bool:
