@@ -8,7 +8,7 @@ from typing import Any
 import torch
 from peft import LoraConfig, get_peft_model
 from torch import Tensor, nn
-from transformers import LlamaConfig, LlamaForCausalLM
+from transformers import LlamaConfig, LlamaForCausalLM, Qwen2Config, Qwen2ForCausalLM
 
 from src.model.positions import position_ids
 
@@ -54,7 +54,7 @@ def with_lora(network: nn.Module, **lora: Any) -> nn.Module:
 def module_logits(
     network: nn.Module, prompt_ids: Tensor, prompt_mask: Tensor, group_size: int, tokens: Tensor
 ) -> Tensor:
-    """The same as `step_logits`, from one forward of the modules over the whole rows."""
+    """The same as `stepped_logits`, from one forward of the modules over the whole rows."""
     ids = torch.cat([prompt_ids.repeat_interleave(group_size, dim=0), tokens], dim=1)
     mask = torch.cat(
         [prompt_mask.repeat_interleave(group_size, dim=0), torch.ones_like(tokens)], dim=1
@@ -71,6 +71,32 @@ def prompts(vocab: int) -> tuple[Tensor, Tensor]:
     mask = torch.ones_like(ids)
     ids[1, :2], mask[1, :2] = 0, 0
     return ids, mask
+
+
+def stepped_logits(
+    steps: Any, prompt_ids: Tensor, prompt_mask: Tensor, group_size: int, tokens: Tensor
+) -> Tensor:
+    """Log-softmax [rows, 1 + T, V] of the prompts' last position's logits and each new
+    position's through decoding `steps` (built for the rows): the prompts' `prefill`, then the
+    tokens [rows, T] fed one at a time (each step's logits copied: a replayed graph's output
+    is overwritten by the next step)."""
+    assert steps is not None
+    with torch.no_grad():
+        first = steps.prefill(prompt_ids, prompt_mask, group_size, tokens.size(1))
+        position = prompt_mask.repeat_interleave(group_size, dim=0).sum(dim=1, keepdim=True)
+        found = [steps.step(tokens[:, t], position + t).clone() for t in range(tokens.size(1))]
+    found.insert(0, first.repeat_interleave(group_size, dim=0))
+    return torch.log_softmax(torch.stack(found, dim=1).float(), dim=-1)
+
+
+# the networks both fused steps serve, with their test ids: the modules' log-probs to rounding
+SERVED = {
+    "gqa": lambda: small_llama(),
+    "mha": lambda: small_llama(num_key_value_heads=4),
+    "lora": lambda: with_lora(small_llama()),
+    "biases": lambda: small_llama(attention_bias=True, mlp_bias=True),
+    "qwen2": lambda: with_random_norms(Qwen2ForCausalLM(Qwen2Config(**SMALL)).eval()),  # q/k/v bias
+}
 
 
 def decoded_both_ways(

@@ -12,7 +12,14 @@ from src.model.fast.probe import forget_verdicts, standing
 from src.model.fast.static_steps import StaticSteps
 from src.model.steps import ModuleSteps
 from src.rollout.decode import Sampling, decode
-from tests.helpers.small_llama import SMALL, module_logits, prompts, small_llama, with_lora
+from tests.helpers.small_llama import (
+    SMALL,
+    module_logits,
+    prompts,
+    small_llama,
+    stepped_logits,
+    with_lora,
+)
 
 pytestmark = [
     pytest.mark.gpu,
@@ -25,14 +32,11 @@ def on_gpu(network, dtype=torch.float32):
 
 
 def captured_logits(network, ids, mask, group_size, tokens):
+    """`stepped_logits` through `CapturedSteps`, every step after the first a replay."""
     steps = CapturedSteps(StaticSteps.of(network, ids.size(0) * group_size))
-    with torch.no_grad():
-        first = steps.prefill(ids, mask, group_size, tokens.size(1))
-        position = mask.repeat_interleave(group_size, dim=0).sum(dim=1, keepdim=True)
-        found = [steps.step(tokens[:, t], position + t).clone() for t in range(tokens.size(1))]
+    found = stepped_logits(steps, ids, mask, group_size, tokens)
     assert steps.graph is not None  # every step after the first was a replay
-    found.insert(0, first.repeat_interleave(group_size, dim=0))
-    return torch.log_softmax(torch.stack(found, dim=1).float(), dim=-1)
+    return found
 
 
 @pytest.mark.parametrize(

@@ -4,49 +4,29 @@ serve."""
 
 import pytest
 import torch
-from transformers import Qwen2Config, Qwen2ForCausalLM
 
 from src.model.fast.llama_steps import LlamaSteps
 from src.rollout.decode import Sampling
 from src.rollout.hf import HFSampler
 from tests.helpers.small_llama import (
+    SERVED,
     SMALL,
     decoded_both_ways,
     module_logits,
     prompts,
     small_llama,
+    stepped_logits,
     with_lora,
-    with_random_norms,
 )
 
 
 def step_logits(network, prompt_ids, prompt_mask, group_size, tokens):
-    """Log-softmax of the prompts' last position's logits and each new position's [rows,
-    1 + T, V] through `LlamaSteps`: the prompts' `prefill`, then the tokens [rows, T] fed one
-    at a time."""
-    rows = prompt_ids.size(0) * group_size
-    steps = LlamaSteps.of(network, rows)
-    assert steps is not None
-    with torch.no_grad():
-        first = steps.prefill(prompt_ids, prompt_mask, group_size, tokens.size(1))
-        mask = prompt_mask.repeat_interleave(group_size, dim=0)
-        position = mask.sum(dim=1, keepdim=True)
-        found = [steps.step(tokens[:, t], position + t) for t in range(tokens.size(1))]
-    found.insert(0, first.repeat_interleave(group_size, dim=0))
-    return torch.log_softmax(torch.stack(found, dim=1), dim=-1)
+    """`stepped_logits` through `LlamaSteps`."""
+    steps = LlamaSteps.of(network, prompt_ids.size(0) * group_size)
+    return stepped_logits(steps, prompt_ids, prompt_mask, group_size, tokens)
 
 
-@pytest.mark.parametrize(
-    "build",
-    [
-        lambda: small_llama(),
-        lambda: small_llama(num_key_value_heads=4),
-        lambda: with_lora(small_llama()),
-        lambda: small_llama(attention_bias=True, mlp_bias=True),
-        lambda: with_random_norms(Qwen2ForCausalLM(Qwen2Config(**SMALL)).eval()),  # biased q/k/v
-    ],
-    ids=["gqa", "mha", "lora", "biases", "qwen2"],
-)
+@pytest.mark.parametrize("build", SERVED.values(), ids=SERVED.keys())
 def test_steps_give_the_modules_log_probs(build):
     network = build()
     ids, mask = prompts(SMALL["vocab_size"])

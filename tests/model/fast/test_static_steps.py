@@ -6,7 +6,6 @@ import logging
 
 import pytest
 import torch
-from transformers import Qwen2Config, Qwen2ForCausalLM
 
 from src.model.fast.decoding import decoding_steps
 from src.model.fast.probe import forget_verdicts, standing
@@ -14,40 +13,23 @@ from src.model.fast.static_steps import StaticSteps
 from src.model.steps import ModuleSteps
 from src.rollout.decode import Sampling, decode
 from tests.helpers.small_llama import (
+    SERVED,
     SMALL,
     decoded_both_ways,
     module_logits,
     prompts,
     small_llama,
-    with_lora,
-    with_random_norms,
+    stepped_logits,
 )
 
 
 def static_logits(network, prompt_ids, prompt_mask, group_size, tokens):
-    """Log-softmax [rows, 1 + T, V] of the prompts' last logits and of each step's, through
-    `StaticSteps` with the tokens [rows, T] fed one at a time."""
+    """`stepped_logits` through `StaticSteps`."""
     steps = StaticSteps.of(network, prompt_ids.size(0) * group_size)
-    assert steps is not None
-    with torch.no_grad():
-        first = steps.prefill(prompt_ids, prompt_mask, group_size, tokens.size(1))
-        position = prompt_mask.repeat_interleave(group_size, dim=0).sum(dim=1, keepdim=True)
-        found = [steps.step(tokens[:, t], position + t) for t in range(tokens.size(1))]
-    found.insert(0, first.repeat_interleave(group_size, dim=0))
-    return torch.log_softmax(torch.stack(found, dim=1).float(), dim=-1)
+    return stepped_logits(steps, prompt_ids, prompt_mask, group_size, tokens)
 
 
-@pytest.mark.parametrize(
-    "build",
-    [
-        lambda: small_llama(),
-        lambda: small_llama(num_key_value_heads=4),
-        lambda: with_lora(small_llama()),
-        lambda: small_llama(attention_bias=True, mlp_bias=True),
-        lambda: with_random_norms(Qwen2ForCausalLM(Qwen2Config(**SMALL)).eval()),
-    ],
-    ids=["gqa", "mha", "lora", "biases", "qwen2"],
-)
+@pytest.mark.parametrize("build", SERVED.values(), ids=SERVED.keys())
 def test_static_steps_give_the_modules_log_probs(build):
     network = build()
     ids, mask = prompts(SMALL["vocab_size"])
