@@ -4,8 +4,8 @@ A growing cache layer (`DynamicLayer`) concatenates each step's keys and values 
 holds, copying the whole cache into a new tensor per token. `reserve` allocates every plain
 growing layer once for all the new tokens and replaces the layer's `update` with writes in
 place. That reaches into the layer's attributes, so it runs only once the `cache_room` probe
-(`src.model.fast.decoding.teacher_forced_difference`) has found a few decoding steps with it equal to the network's own
-forward.
+(`src.model.fast.decoding.teacher_forced_difference`) has found a few decoding steps with it
+equal to the network's own forward.
 """
 
 from __future__ import annotations

@@ -24,8 +24,9 @@ normal tensor.
 
 It reads transformers' layer and rotary internals, so it serves only float32 CPU networks of
 the classes in `STEPPED_CLASSES` with the plain rotary embedding, in eval mode (`LlamaSteps.of`
-returns None for anything else; `StaticSteps` serves other float types and devices), and only once `fused_steps_proven` has found its logits over a
-few decoding steps equal to the network's own forward (`src.model.fast.decoding`).
+returns None for anything else; `StaticSteps` serves other float types and devices), and
+only once `fused_steps_proven` has found its logits over a few decoding steps equal to the
+network's own forward (`src.model.fast.decoding`).
 """
 
 from __future__ import annotations
@@ -46,9 +47,9 @@ STEPPED_CLASSES = frozenset({"LlamaForCausalLM", "Qwen2ForCausalLM"})
 
 
 class Product:
-    """x -> x @ weight.T + bias: called, for batches of exactly the steps' `rows` rows (through
-    a copy packed for MKL when that is worth it, `src.model.fast.packed`); `any`, for any number of
-    rows (the prompts)."""
+    """x -> x @ weight.T + bias: called, for batches of exactly the steps' `rows` rows
+    (through a copy packed for MKL when that is worth it, `src.model.fast.packed`); `any`, for
+    any number of rows (the prompts)."""
 
     def __init__(self, weight: Tensor, bias: Tensor | None, rows: int, pack: bool) -> None:
         self.weight = weight
@@ -109,11 +110,10 @@ class LlamaSteps:
     @classmethod
     def of(cls, network: nn.Module, rows: int, pack: bool = True) -> LlamaSteps | None:
         """Steps for `network` (a causal LM, or a peft model over one) at `rows` rows, its
-        large products packed for MKL when `pack` (and worth it), or None
-        when it is not an eval-mode network of `STEPPED_CLASSES`, of a type and on a device
-        that `serves` takes, with plain rotary
-        embeddings, plain RMSNorms, SiLU MLPs, and linear layers that are `nn.Linear` or
-        vanilla LoRA over one."""
+        large products packed for MKL when `pack` (and worth it), or None when it is not an
+        eval-mode network of `STEPPED_CLASSES`, of a type and on a device that `serves` takes,
+        with plain rotary embeddings, plain RMSNorms, SiLU MLPs, and linear layers that are
+        `nn.Linear` or vanilla LoRA over one."""
         base = network.get_base_model() if hasattr(network, "get_base_model") else network
         if network.training or type(base).__name__ not in STEPPED_CLASSES:
             return None
