@@ -8,8 +8,8 @@ weight for each such product, which on two cores costs as much as the product it
 LoRA layer adds two more small products per step. Inside `packed_linears` the layers read one
 packed copy per decoding instead. The module weights are never changed: the copies are dropped
 on exit. The packing and the product are torch's private MKL ops and the merge reads peft's
-adapter tensors, so both run only once the `packed_weights` probe (`src.model.fast.decoding`) has
-found the logits of a few decoding steps through them equal to the network's own.
+adapter tensors, so both run only once the `packed_weights` probe (`src.model.fast.decoding`)
+has found the logits of a few decoding steps through them equal to the network's own.
 """
 
 from __future__ import annotations
