@@ -19,6 +19,7 @@ from src.pretraining.stages import run_stages
 from src.runs.cli import run_cli
 from src.runs.dry_run import dry_run
 from src.runs.length import evaluation_interval
+from src.runs.method import log_method
 from src.runs.parts import build_run_parts, load_reference, log_figures
 from src.runs.record import recorded_run
 from src.runs.resume import resume_point
@@ -37,6 +38,7 @@ def train(cfg: DictConfig, tags: dict[str, str] | None = None) -> dict[str, floa
     datamodule, loggers = parts.datamodule, parts.loggers
     tags = {**(tags or {}), **({"dry_run": "true"} if cfg.get("dry_run") else {})}
     with recorded_run(loggers, cfg, tags, datamodule.report):
+        log_method(loggers, cfg)  # the algo file's method keys, and any value that is not its
         if cfg.sft.enabled and not cfg.get("dry_run"):
             folder = warm_start(cfg, datamodule, parts.policy, parts.reward, parts.sampler, loggers)
             use_warm_start(cfg, folder)

@@ -256,6 +256,12 @@ def test_command_line_overrides_and_data_path(tmp_path):
     params = run.data.params
     assert params["data.path"] == str(path) and params["data_report.val_rows"] == "4"
     assert (params["algo.kl_beta"], params["algo.group_size"]) == ("0.1", "4")
+    # The method table names the one key the command line changed from algo/grpo.yaml.
+    assert (params["method.algo"], params["method.chosen_by"]) == ("grpo", "default")
+    assert params["method.changed"] == "kl_beta=0.1 (command line)"
+    assert "kl_beta                      0.1   <- command line; algo/grpo.yaml: 0.0" in (
+        result.stdout + result.stderr
+    )
     assert [m.step for m in client.get_metric_history(run.info.run_id, "kl")] == [1, 2]
     assert sorted(m.step for m in client.get_metric_history(run.info.run_id, "eval/accuracy")) == [
         0,

@@ -24,6 +24,30 @@ from src.utils.errors import ConfigError, MissingFileError
 # learning-rate schedule (Hydra partials, instantiated by `GRPOModule.from_config`).
 BUILT_KEYS = ("_target_", "optimizer", "scheduler")
 
+# The settings that make the method (advantage estimator, policy loss, aggregation, clip range,
+# KL weight, ratio level, sampling rounds, updates per rollout, ...): an `algo=` file's choice,
+# which tasks and presets never set (docs/configuration.md, "Which value wins"). The other
+# settings are sizes, guards and logging.
+METHOD_KEYS = (
+    "advantage_estimator",
+    "scale_rewards",
+    "multi_objective_aggregation",
+    "top_k_ratio",
+    "policy_loss",
+    "epsilon_low",
+    "epsilon_high",
+    "delta",
+    "sapo_temperature_pos",
+    "sapo_temperature_neg",
+    "importance_sampling_level",
+    "top_entropy_quantile",
+    "loss_type",
+    "kl_beta",
+    "mask_truncated_completions",
+    "num_iterations",
+    "sampling_rounds",
+)
+
 
 @dataclass(frozen=True)
 class AlgoSettings:

@@ -11,6 +11,8 @@ from src.utils.compose import compose_train_config
 from src.utils.resolvers import PROJECT_ROOT
 
 PRESETS = ("grpo", "dr_grpo", "dapo", "gspo", "rloo", "reinforce_pp", "cispo", "reinforce")
+# The recipes' own methods, which their tasks choose with `override /algo:`.
+RECIPES = ("math", "reader", "medqa_rewriter", "char_diffusion")
 
 CHANGED = {"scale_rewards", "epsilon_low", "epsilon_high", "num_iterations"}
 
@@ -56,7 +58,12 @@ def test_the_algorithm_presets_change_only_what_their_method_changes() -> None:
             "epsilon_high": 4e-4,
             "num_iterations": 4,
         },
+        "math": {"kl_beta": 0.1},
+        "reader": {"kl_beta": 0.1, "top_k_ratio": 0.5},
+        "medqa_rewriter": {"kl_beta": 0.02},
+        "char_diffusion": {"kl_beta": 0.3},
     }
+    assert set(changes) == set(PRESETS + RECIPES) - {"grpo", "reinforce"}
     for choice, changed in changes.items():
         preset = algo(choice)
         assert set(preset) == set(grpo), choice
@@ -69,7 +76,7 @@ def test_the_settings_are_declared_once_and_every_preset_is_a_valid_set() -> Non
     names = setting_names()
     grpo = algo("grpo")
     assert set(grpo) == set(names) | set(BUILT_KEYS)
-    for choice in PRESETS:
+    for choice in PRESETS + RECIPES:
         cfg = compose_train_config([f"algo={choice}", "paths.run_dir=unused"])
         plain = OmegaConf.to_container(cfg.algo, resolve=True)
         settings = AlgoSettings.from_config(plain)
