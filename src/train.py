@@ -20,7 +20,7 @@ from src.runs.cli import run_cli
 from src.runs.dry_run import dry_run
 from src.runs.length import evaluation_interval
 from src.runs.method import log_method
-from src.runs.parts import build_run_parts, load_reference, log_figures
+from src.runs.parts import build_run_parts, grpo_module, load_reference, log_figures
 from src.runs.record import recorded_run
 from src.runs.resume import resume_point
 from src.runs.rounds import adversarial_rounds
@@ -48,21 +48,17 @@ def train(cfg: DictConfig, tags: dict[str, str] | None = None) -> dict[str, floa
         rows = datamodule.train_rows + datamodule.val_rows
         log_figures(loggers, parts.policy.prepare(lm, rows))  # e.g. plans, once and cached
         if cfg.get("dry_run"):
-            return dry_run(parts, lm, cfg.algo.group_size)
-        module = build(
-            cfg.algo,
-            lm=lm,
-            sampler=parts.sampler,
-            policy=parts.policy,
-            reward=parts.reward,
-            reference=load_reference(cfg),  # algo.ref_model_path; None: the initial policy
-        )
+            return dry_run(parts, lm)
+        # algo.ref_model_path, or None: the initial policy is the KL reference
+        module = grpo_module(parts, lm, reference=load_reference(cfg, parts.algo))
         callbacks = [build(callback) for callback in cfg.get("callbacks", {}).values()]
         trainer: L.Trainer = build(
             cfg.trainer,
             logger=loggers,
             callbacks=callbacks,
-            val_check_interval=evaluation_interval(cfg),  # in rollouts, as Lightning counts
+            val_check_interval=evaluation_interval(
+                cfg, parts.algo
+            ),  # in rollouts, as Lightning counts
         )
 
         # Held-out evaluation at step 0, every val_check_interval steps, and at the last step.

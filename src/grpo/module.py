@@ -99,30 +99,13 @@ class GRPOModule(L.LightningModule):
         self.evaluated_step: int | None = None  # the optimizer step of the last evaluation
         self.restored_rng: Any = None  # from a checkpoint, set at train start
 
-    @classmethod
-    def from_config(
-        cls,
-        lm: PolicyNetwork,
-        sampler: Sampler,
-        policy: Role,
-        reward: CombinedReward,
-        optimizer: Callable[..., torch.optim.Optimizer],
-        scheduler: Callable[..., Any] | None = None,
-        reference: Scorer | None = None,
-        **settings: Any,
-    ) -> GRPOModule:
-        """The module of an `algo` config (`_target_` of conf/algo/grpo.yaml): every key but
-        the optimizer and scheduler is a setting, typed and checked by `AlgoSettings`."""
-        checked = AlgoSettings.from_config(settings)
-        return cls(lm, sampler, policy, reward, optimizer, scheduler, checked, reference)
-
     def configure_model(self) -> None:
         """Take the KL reference: the model loaded from `ref_model_path`, or the policy as it
         is before any update. Lightning calls this hook inside the strategy's context and
         before it moves, wraps (DDP) or shards (FSDP) the module, so the reference is placed
         with the policy, and a resumed run restores it from the checkpoint."""
         if self.reference is None:
-            self.reference = reference_policy(self.lm, self.settings.kl_beta, self.loaded_reference)
+            self.reference = reference_policy(self.lm, self.settings.uses_kl, self.loaded_reference)
 
     # ----------------------------------------------------------------------------- resuming
     def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
@@ -393,7 +376,7 @@ class GRPOModule(L.LightningModule):
         global batch's token count over the number of processes, so the averaged gradient is
         that of one process."""
         trained = advantages != 0
-        skipping = self.settings.skip_zero_advantage and self.settings.kl_beta == 0.0
+        skipping = self.settings.skip_zero_advantage and not self.settings.uses_kl
         all_tokens = self.loss_mask(rollout).sum()
         # one collective for both: the global token count and whether any process trains rows
         total = sum_over_processes({"tokens": all_tokens, "trained": trained.any()})

@@ -18,13 +18,14 @@ from torch import Tensor
 
 @dataclass(frozen=True)
 class LossSettings:
-    """The knobs of the policy losses (`algo.*`, TRL's names)."""
+    """The knobs of the policy losses (`algo.*`, TRL's names), every one given by the caller:
+    their defaults are the run's settings' (`AlgoSettings`), not kept here too."""
 
-    epsilon_low: float = 0.2  # clip: rho >= 1 - epsilon_low
-    epsilon_high: float = 0.2  # clip: rho <= 1 + epsilon_high; cispo: the weight's cap itself
-    delta: float | None = None  # clip: rho <= delta also for negative advantages (two-sided)
-    sapo_temperature_pos: float = 1.0  # sapo: the gate's temperature where A > 0
-    sapo_temperature_neg: float = 1.05  # sapo: where A <= 0
+    epsilon_low: float  # clip: rho >= 1 - epsilon_low
+    epsilon_high: float  # clip: rho <= 1 + epsilon_high; cispo: the weight's cap itself
+    delta: float | None  # clip: rho <= delta also for negative advantages (two-sided)
+    sapo_temperature_pos: float  # sapo: the gate's temperature where A > 0
+    sapo_temperature_neg: float  # sapo: where A <= 0
 
 
 @dataclass(frozen=True)

@@ -9,12 +9,12 @@ from src.model.network import PolicyNetwork, Scorer, Sequences
 
 
 def reference_policy(
-    network: PolicyNetwork, kl_beta: float, loaded: Scorer | None = None
+    network: PolicyNetwork, uses_kl: bool, loaded: Scorer | None = None
 ) -> Scorer | None:
     """None without a KL term (no reference is kept); otherwise `loaded` (a saved model, from
     `algo.ref_model_path`) or the network's frozen starting point, taken now: under LoRA the
     disabled adapter, else a frozen copy."""
-    if kl_beta == 0.0:
+    if not uses_kl:
         return None
     return loaded if loaded is not None else network.frozen_reference()
 

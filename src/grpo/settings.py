@@ -1,8 +1,9 @@
 """The algorithm's settings (`algo.*`), declared once: their names, types and defaults here,
 their meaning in `conf/algo/grpo.yaml` (one comment per key) and docs/configuration.md (a
 test keeps the three in step), and every check of what cannot work in `AlgoSettings.check`.
-`GRPOModule` takes one `AlgoSettings`; `conf/algo/*.yaml` build it through
-`GRPOModule.from_config`, which refuses an unknown key or a value of the wrong type by name.
+A run builds one `AlgoSettings` from the composed config (`src.runs.settings.check_settings`,
+which refuses an unknown key or a value of the wrong type by name) and hands it to everything
+that needs a setting: the GRPO module, the KL reference, the dry run, the run length.
 """
 
 from __future__ import annotations
@@ -20,9 +21,9 @@ from src.grpo.objective import LOSS_TYPES, RATIO_LEVELS
 from src.grpo.policy_losses import POLICY_LOSSES
 from src.utils.errors import ConfigError, MissingFileError
 
-# `algo.*` keys that are not settings of the algorithm: what builds it, and its optimizer and
-# learning-rate schedule (Hydra partials, instantiated by `GRPOModule.from_config`).
-BUILT_KEYS = ("_target_", "optimizer", "scheduler")
+# `algo.*` keys that are not settings of the algorithm: its optimizer and learning-rate schedule
+# (Hydra partials, built once by `src.runs.parts.build_run_parts`).
+BUILT_KEYS = ("optimizer", "scheduler")
 
 # The settings that make the method (advantage estimator, policy loss, aggregation, clip range,
 # KL weight, ratio level, sampling rounds, updates per rollout, ...): an `algo=` file's choice,
@@ -83,6 +84,11 @@ class AlgoSettings:
     sampler_is_cap: float | None = None
     metric_aliases: dict[str, str] = field(default_factory=dict)
 
+    @property
+    def uses_kl(self) -> bool:
+        """Whether the loss has a KL term, and so a reference model is kept."""
+        return self.kl_beta > 0
+
     @classmethod
     def from_config(cls, algo: dict[str, Any]) -> AlgoSettings:
         """The settings of a plain `algo` mapping (its `BUILT_KEYS` left aside): an unknown key
@@ -131,7 +137,7 @@ class AlgoSettings:
         if not 0 < self.top_k_ratio <= 1:
             raise ConfigError(f"algo.top_k_ratio must be in (0, 1], got {self.top_k_ratio}")
         if self.ref_model_path is not None:
-            if self.kl_beta == 0:
+            if not self.uses_kl:
                 raise ConfigError(
                     "algo.ref_model_path is set but algo.kl_beta is 0: the reference model is "
                     "used only by the KL term; set algo.kl_beta > 0 or drop algo.ref_model_path"

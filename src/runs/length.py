@@ -9,18 +9,19 @@ import math
 from omegaconf import DictConfig, open_dict
 
 from src.data.datamodule import PromptDataModule
+from src.grpo.settings import AlgoSettings
 
 log = logging.getLogger(__name__)
 
 
-def evaluation_interval(cfg: DictConfig) -> int:
+def evaluation_interval(cfg: DictConfig, algo: AlgoSettings) -> int:
     """`trainer.val_check_interval` (optimizer steps) in the unit Lightning counts it in:
     training batches, each one rollout of `algo.num_iterations` optimizer steps."""
     steps = int(cfg.trainer.val_check_interval)
-    return max(1, math.ceil(steps / int(cfg.algo.get("num_iterations", 1))))
+    return max(1, math.ceil(steps / algo.num_iterations))
 
 
-def settle_max_steps(cfg: DictConfig, datamodule: PromptDataModule) -> int:
+def settle_max_steps(cfg: DictConfig, datamodule: PromptDataModule, algo: AlgoSettings) -> int:
     """`trainer.max_steps` as set, or, when it is null, ceil(epochs x training rows /
     data.batch_size) rollouts of `algo.num_iterations` updates each; written into the config
     (which the scheduler horizon and evaluation interval follow) and the data module."""
@@ -31,7 +32,7 @@ def settle_max_steps(cfg: DictConfig, datamodule: PromptDataModule) -> int:
             log.info("trainer.max_steps=%s is set: epochs=%s is not used", steps, epochs)
         return int(steps)
     rollouts = math.ceil(float(epochs) * len(datamodule.train_rows) / datamodule.batch_size)
-    steps = rollouts * int(cfg.algo.num_iterations)
+    steps = rollouts * algo.num_iterations
     with open_dict(cfg):
         cfg.trainer.max_steps = steps
     datamodule.num_batches = rollouts

@@ -1,8 +1,10 @@
-"""What every entry point builds before any model loads: seeded data, role, reward, sampler, loggers."""
+"""What every entry point builds before any model loads: the algorithm's settings (once), seeded
+data, role, reward, sampler, optimizer and schedule, loggers; and the GRPO module from them."""
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -10,7 +12,9 @@ import lightning as L
 from omegaconf import DictConfig
 
 from src.data.datamodule import PromptDataModule
-from src.model.network import Scorer
+from src.grpo.module import GRPOModule
+from src.grpo.settings import AlgoSettings
+from src.model.network import PolicyNetwork, Scorer
 from src.model.saved import saved_model_settings
 from src.policy.role import Role
 from src.pretraining.stages import resolve_stage_checkpoints
@@ -37,6 +41,9 @@ class RunParts:
     sampler: Sampler
     loggers: list[Any]
     notes: list[str]  # what the run uses that a report should mention, e.g. untrained stages
+    algo: AlgoSettings  # every `algo.*` setting, built and checked once
+    optimizer: Callable[..., Any]  # `algo.optimizer`: takes the trained parameters
+    scheduler: Callable[..., Any] | None  # `algo.scheduler`: takes the optimizer
 
 
 def build_run_parts(cfg: DictConfig, resume: ResumePoint | None = None) -> RunParts:
@@ -44,7 +51,7 @@ def build_run_parts(cfg: DictConfig, resume: ResumePoint | None = None) -> RunPa
     data (bad settings and bad rows fail here, before any model loads), then build the role,
     reward, sampler and loggers; continuing from `resume`, the MLflow loggers reopen the
     checkpoint's run."""
-    check_settings(cfg)
+    algo = check_settings(cfg)
     quiet_foreign_lines()
     if cfg.get("keep_freed_memory", True):
         keep_freed_memory()  # before any model or batch is allocated
@@ -54,7 +61,7 @@ def build_run_parts(cfg: DictConfig, resume: ResumePoint | None = None) -> RunPa
     datamodule.prepare_rows()
     reward: CombinedReward = build(cfg.reward)
     datamodule.drop_rows_without(reward.required_fields())  # e.g. accuracy: a gold final answer
-    settle_max_steps(cfg, datamodule)  # epochs=N: steps from the number of training rows
+    settle_max_steps(cfg, datamodule, algo)  # epochs=N: steps from the number of training rows
     return RunParts(
         datamodule=datamodule,
         policy=build(cfg.policy, **checked_retriever(cfg)),
@@ -62,6 +69,29 @@ def build_run_parts(cfg: DictConfig, resume: ResumePoint | None = None) -> RunPa
         sampler=build(cfg.rollout),
         loggers=[build_logger(logger, resume) for logger in cfg.get("logger", {}).values()],
         notes=notes,
+        algo=algo,
+        optimizer=build(cfg.algo.optimizer),
+        scheduler=build(cfg.algo.scheduler) if cfg.algo.get("scheduler") else None,
+    )
+
+
+def grpo_module(
+    parts: RunParts,
+    lm: PolicyNetwork,
+    reward: CombinedReward | None = None,
+    reference: Scorer | None = None,
+) -> GRPOModule:
+    """The GRPO module of the run's settings, role, sampler and `reward` (the run's by
+    default) over `lm`; `reference`: a loaded KL reference (None: the initial policy)."""
+    return GRPOModule(
+        lm,
+        parts.sampler,
+        parts.policy,
+        reward or parts.reward,
+        parts.optimizer,
+        parts.scheduler,
+        parts.algo,
+        reference,
     )
 
 
@@ -92,11 +122,12 @@ def build_logger(conf: DictConfig, resume: ResumePoint | None) -> Any:
     return logger
 
 
-def load_reference(cfg: DictConfig) -> Scorer | None:
-    """The KL reference saved at `algo.ref_model_path` (an adapter on the configured base, or
-    a full model), frozen; None when unset, and the initial policy is the reference."""
-    path = cfg.algo.get("ref_model_path")
-    if not path or not cfg.algo.kl_beta:
+def load_reference(cfg: DictConfig, algo: AlgoSettings) -> Scorer | None:
+    """The KL reference saved at `algo.ref_model_path` (an adapter on the configured base
+    `cfg.model`, or a full model), frozen; None when unset, and the initial policy is the
+    reference."""
+    path = algo.ref_model_path
+    if not path or not algo.uses_kl:
         return None
     log.info("KL reference: %s", path)
     reference = build(cfg.model, **saved_model_settings(path))

@@ -34,7 +34,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from src.model.char_encoder import char_model_kind
 from src.pretraining.stages import DONE, stage_folder
-from src.runs.parts import RunParts
+from src.runs.parts import RunParts, grpo_module
 from src.tracking.run_logger import mlflow_loggers
 from src.utils.config import build
 from src.utils.folders import published_folder
@@ -172,9 +172,7 @@ def train_policy(cfg: DictConfig, parts: RunParts, number: int, folder: Path) ->
     steps, with the run's algo, sampler and role; saved into `folder`. Returns the policy's
     greedy held-out scores by that judge."""
     lm = build(cfg.model)
-    module = build(
-        cfg.algo, lm=lm, sampler=parts.sampler, policy=parts.policy, reward=build(cfg.reward)
-    )
+    module = grpo_module(parts, lm, reward=build(cfg.reward))
     common = {
         "logger": False,
         "enable_checkpointing": False,

@@ -25,22 +25,25 @@ log = logging.getLogger(__name__)
 HIGH_KL = 0.5  # above this the KL term tends to hold the policy at its reference
 
 
-def check_settings(cfg: DictConfig) -> None:
+def check_settings(cfg: DictConfig) -> AlgoSettings:
     """Raise `ConfigError` for the first setting that cannot work: of the wrong type, out of
-    range or not one of its choices (`schema.SETTINGS`, `AlgoSettings`), then alone or together."""
+    range or not one of its choices (`schema.SETTINGS`, `AlgoSettings`), then alone or together.
+    Returns the algorithm's settings, built here once for the whole run."""
     check_schema(cfg)
-    check_algo_settings(plain(cfg.get("algo")) or {})
+    settings = check_algo_settings(plain(cfg.get("algo")) or {})
     check_model_settings(plain(cfg.get("model")) or {})
     check_hardware(cfg)
     check_role_settings(cfg)
     check_trainer_settings(cfg)
     check_rounds_settings(cfg)
     check_output_folders(cfg)
+    return settings
 
 
-def check_algo_settings(algo: dict[str, Any]) -> None:
-    """GRPO settings (`algo.*`): their types and what cannot work (`AlgoSettings`), and a
-    warning for a KL weight that tends to hold the policy where it started."""
+def check_algo_settings(algo: dict[str, Any]) -> AlgoSettings:
+    """GRPO settings (`algo.*`) built and checked: their types and what cannot work
+    (`AlgoSettings`), and a warning for a KL weight that tends to hold the policy where it
+    started."""
     settings = AlgoSettings.from_config(algo)
     if settings.kl_beta > HIGH_KL:
         log.warning(
@@ -49,6 +52,7 @@ def check_algo_settings(algo: dict[str, Any]) -> None:
             settings.kl_beta,
             HIGH_KL,
         )
+    return settings
 
 
 def check_model_settings(model: dict[str, Any]) -> None:

@@ -25,7 +25,13 @@ def run(logps, old, advantages, mask=MASK, loss_type="token-mean", **options):
 def test_the_registry_holds_the_three_losses_and_refuses_others() -> None:
     assert set(POLICY_LOSSES) == {"clip", "cispo", "sapo"}
     with pytest.raises(ValueError, match="policy loss must be one of"):
-        policy_loss("ppo", torch.ones(1, 1), torch.ones(1, 1), torch.zeros(1, 1), LossSettings())
+        policy_loss(
+            "ppo",
+            torch.ones(1, 1),
+            torch.ones(1, 1),
+            torch.zeros(1, 1),
+            LossSettings(0.2, 0.2, None, 1.0, 1.05),
+        )
 
 
 def test_cispo_caps_the_detached_weight_and_keeps_every_tokens_gradient() -> None:

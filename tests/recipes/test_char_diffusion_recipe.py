@@ -17,7 +17,7 @@ from src.grpo.module import GRPOModule
 from src.model.char_diffusion import load_char_diffusion
 from src.model.char_judge import load_char_judge
 from src.pretraining.stages import run_stages
-from src.runs.parts import build_run_parts
+from src.runs.parts import build_run_parts, grpo_module
 from src.train import train
 from src.utils.config import build
 from src.utils.errors import UserError, unwrapped
@@ -42,6 +42,11 @@ def test_the_recipe_runs_from_nothing_then_reuses_its_stages(make_cfg):
     for name in ("eval/judge", "eval/role/char_accuracy"):
         assert sorted(history(cfg, first, name)) == [0, 2], name
     assert all(0 <= v <= 1 for v in history(cfg, first, "eval/judge").values())
+    # The share of the room closed: from the fills' score at step 0 to the real windows'.
+    judge, gold = history(cfg, first, "eval/judge"), history(cfg, first, "eval/judge_gold")
+    closed = history(cfg, first, "eval/judge_room_closed")
+    assert sorted(closed) == [0, 2] and closed[0] == 0.0
+    assert closed[2] == pytest.approx((judge[2] - judge[0]) / (gold[2] - judge[0]))
     generator = Path(first.data.tags["stage.generator"])
     judge = Path(first.data.tags["stage.judge"])
     assert json.loads((generator / "stage.json").read_text())["steps"] == 6
@@ -133,7 +138,7 @@ def grpo_steps(cfg, monkeypatch) -> tuple[GRPOModule, dict[str, int], bool]:
             return _method(self, *args, **kwargs)
 
         monkeypatch.setattr(type(lm), name, counted)
-    module = build(cfg.algo, lm=lm, sampler=parts.sampler, policy=parts.policy, reward=parts.reward)
+    module = grpo_module(parts, lm)
     before = [p.detach().clone() for p in lm.trainable_parameters()]
     trainer = L.Trainer(
         max_steps=2, logger=False, enable_checkpointing=False, enable_progress_bar=False,

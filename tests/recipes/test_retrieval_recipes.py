@@ -150,12 +150,13 @@ def test_the_kl_reference_from_a_saved_adapter(make_cfg, tmp_path):
     cfg = make_cfg("hardware=[cpu,lora]", "algo.kl_beta=0.1")
     saved = load_reference_source(cfg, tmp_path / "reference")
     cfg.algo.ref_model_path = str(saved)
-    reference = load_reference(cfg)
+    reference = load_reference(cfg, check_settings(cfg))
     assert all(not p.requires_grad for p in reference.parameters())
     assert not reference.training
     tensors = dict(reference.named_parameters())
     assert any("lora_B" in name and tensors[name].abs().sum() > 0 for name in tensors)
-    assert load_reference(make_cfg("hardware=[cpu,lora]", "algo.kl_beta=0.1")) is None
+    unset = make_cfg("hardware=[cpu,lora]", "algo.kl_beta=0.1")
+    assert load_reference(unset, check_settings(unset)) is None
 
 
 def load_reference_source(cfg, folder):

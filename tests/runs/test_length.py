@@ -18,10 +18,10 @@ MATH_TRAIN_ROWS = 270 - 30  # CHAMP less the held-out problems
 def settled(make_cfg, *overrides: str):
     """The config after `build_run_parts` has fixed the run length, and the data module."""
     cfg = make_cfg("task=math", *overrides, tiny=False)
-    check_settings(cfg)
+    algo = check_settings(cfg)
     datamodule = build(cfg.data)
     datamodule.prepare_rows()
-    settle_max_steps(cfg, datamodule)  # as build_run_parts does, without opening MLflow
+    settle_max_steps(cfg, datamodule, algo)  # as build_run_parts does, without opening MLflow
     return cfg, datamodule
 
 
@@ -99,6 +99,6 @@ def test_evaluation_follows_optimizer_steps_with_several_updates_per_rollout(mak
         "trainer.val_check_interval=4",
         "callbacks.checkpoint.every_n_train_steps=2",
     )
-    assert evaluation_interval(cfg) == 2  # rollouts, as Lightning counts
+    assert evaluation_interval(cfg, check_settings(cfg)) == 2  # rollouts, as Lightning counts
     train(cfg)
     assert sorted(history(cfg, only_run(cfg), "eval/accuracy")) == [0, 4, 6]
