@@ -30,11 +30,11 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from src.evaluation.greedy import GreedyScorer  # noqa: E402
-from src.model.char_diffusion import load_char_diffusion  # noqa: E402
 from src.model.network import PolicyNetwork  # noqa: E402
 from src.policy.episode import run_episode  # noqa: E402
-from src.policy.infill import Infill  # noqa: E402
 from src.pretraining.stages import require_trained_stages, resolve_stage_checkpoints  # noqa: E402
+from src.recipes.char_diffusion.infill import Infill  # noqa: E402
+from src.recipes.char_diffusion.network import load_char_diffusion  # noqa: E402
 from src.reward.combine import CombinedReward  # noqa: E402
 from src.rollout.sampler import Sampler  # noqa: E402
 from src.utils.compose import compose_train_config  # noqa: E402

@@ -23,15 +23,15 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from src.model.char_diffusion import CharDiffusionNetwork, load_char_diffusion  # noqa: E402
-from src.model.char_judge import CharJudge, load_char_judge  # noqa: E402
-from src.policy.infill import Infill  # noqa: E402
 from src.pretraining.stages import (  # noqa: E402
     DONE,
     require_trained_stages,
     resolve_stage_checkpoints,
 )
-from src.runs.rounds import JUDGE, round_folders  # noqa: E402
+from src.recipes.char_diffusion.infill import Infill  # noqa: E402
+from src.recipes.char_diffusion.judge_network import CharJudge, load_char_judge  # noqa: E402
+from src.recipes.char_diffusion.network import CharDiffusionNetwork, load_char_diffusion  # noqa: E402
+from src.recipes.char_diffusion.rounds import JUDGE, round_folders  # noqa: E402
 from src.utils.compose import compose_train_config  # noqa: E402
 from src.utils.config import build  # noqa: E402
 

@@ -2,7 +2,7 @@
 
 About 420 kB of English prose written by this script from small grammars and word lists, for
 the character-level masked model and the judge that tells real text from corrupted text
-(`data=char_diffusion`, src/data/char_windows.py). It is generated rather than collected, so
+(`data=char_diffusion`, src/recipes/char_diffusion/windows.py). It is generated rather than collected, so
 the repository can ship it and training needs no download. Six genres give it strong,
 learnable regularities of spelling, agreement, punctuation, dates, numbers and money, while
 the random choice of words keeps filling a masked span of a few characters a real task:

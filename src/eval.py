@@ -25,9 +25,9 @@ from src.model.network import PolicyNetwork
 from src.model.saved import saved_model_settings
 from src.pretraining.stages import require_trained_stages
 from src.runs.cli import run_cli
+from src.runs.hooks import before_evaluation
 from src.runs.parts import build_run_parts
 from src.runs.record import log_artifacts, recorded_run
-from src.runs.rounds import rounds_judge
 from src.tracking.run_logger import mlflow_loggers
 from src.tracking.sweep import sweep_job
 from src.utils.config import build
@@ -118,7 +118,7 @@ def evaluate(
     summaries: dict[str, dict[str, float]] = {}
     run_tags = {"stage": "eval", "heads": ",".join(folders), **(tags or {})}
     with recorded_run(loggers, cfg, run_tags, datamodule.report), results_path.open("w") as results:
-        parts = rounds_judge(cfg, parts)  # rounds.count > 1: the last round's judge, as GRPO's
+        parts = before_evaluation(cfg, parts)  # e.g. the last adversarial round's judge, as GRPO's
         for head, folder in folders.items():
             log.info(
                 "Scoring head %s (%s) on %d %s rows",

@@ -1,9 +1,9 @@
 """Hydra entry point: `python -m src.train [overrides]` runs one GRPO experiment.
 
-compose config -> data -> role, reward, sampler -> (cached) SFT warm start, stages and adversarial
-rounds -> model -> the role's preparation (plans, passages) -> GRPO fit with held-out evaluation
-before, during and after -> MLflow holds the record. `dry_run=true` stops after one rollout,
-before any update.
+compose config -> data -> role, reward, sampler -> (cached) SFT warm start, stages and the
+task's `before_grpo` steps (e.g. adversarial rounds) -> model -> the role's preparation (plans,
+passages) -> GRPO fit with held-out evaluation before, during and after -> MLflow holds the
+record. `dry_run=true` stops after one rollout, before any update.
 """
 
 from __future__ import annotations
@@ -18,12 +18,12 @@ from omegaconf import DictConfig
 from src.pretraining.stages import run_stages
 from src.runs.cli import run_cli
 from src.runs.dry_run import dry_run
+from src.runs.hooks import before_training
 from src.runs.length import evaluation_interval
 from src.runs.method import log_method
 from src.runs.parts import build_run_parts, grpo_module, load_reference, log_figures
 from src.runs.record import recorded_run
 from src.runs.resume import resume_point
-from src.runs.rounds import adversarial_rounds
 from src.sft.warm_start import use_warm_start, warm_start
 from src.tracking.sweep import optimized_value, sweep_job
 from src.utils.config import build
@@ -43,7 +43,7 @@ def train(cfg: DictConfig, tags: dict[str, str] | None = None) -> dict[str, floa
             folder = warm_start(cfg, datamodule, parts.policy, parts.reward, parts.sampler, loggers)
             use_warm_start(cfg, folder)
         run_stages(cfg, datamodule, loggers)  # models trained before GRPO (a generator, a judge)
-        parts = adversarial_rounds(cfg, parts)  # rounds.count > 1: GRPO and judge in turn
+        parts = before_training(cfg, parts)  # the task's before_grpo steps, e.g. adversarial rounds
         lm = build(cfg.model)
         rows = datamodule.train_rows + datamodule.val_rows
         log_figures(loggers, parts.policy.prepare(lm, rows))  # e.g. plans, once and cached

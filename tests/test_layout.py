@@ -14,7 +14,8 @@ from src.utils.resolvers import PROJECT_ROOT
 SRC = PROJECT_ROOT / "src"
 # Higher imports lower, never the other way. Folders of one rank may not import each other.
 RANKS = {
-    "entry": 7,  # src/train.py, eval.py, pipeline.py
+    "entry": 8,  # src/train.py, eval.py, pipeline.py
+    "recipes": 7,  # a recipe's own parts, reached from conf/ only (src/recipes/<name>/)
     "runs": 6,
     "grpo": 5,
     "sft": 5,
@@ -135,3 +136,21 @@ def test_a_wrong_import_is_caught(tmp_path, files, complaint):
 def test_a_cycle_is_found():
     assert find_cycle({("model", "rollout"), ("rollout", "policy"), ("policy", "model")})
     assert find_cycle({("a", "b"), ("b", "c")}) is None
+
+
+def test_the_core_never_imports_a_recipe_and_a_recipe_no_other():
+    """A recipe's folder (src/recipes/<name>/) is reached from conf/ only: no other folder, the
+    entry points included, imports it, and it imports no other recipe."""
+    edges = folder_edges(SRC)
+    assert [
+        (source, files) for (source, target), files in edges.items() if target == "recipes"
+    ] == []
+    for path in sorted((SRC / "recipes").rglob("*.py")):
+        own = path.relative_to(SRC / "recipes").parts[0]
+        others = {
+            module
+            for module in project_imports(path)
+            if module.startswith("src.recipes.") and module.split(".")[2] != own
+        }
+        assert others == set(), path
+    assert ("recipes", "runs") in edges  # the walk sees the recipes' imports at all

@@ -21,7 +21,7 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 
 from src.data.datamodule import PromptDataModule
-from src.model.char_encoder import char_model_kind
+from src.model.saved import saved_kind
 from src.tracking.run_logger import mlflow_loggers
 from src.utils.config import build
 from src.utils.errors import ConfigError, MissingFileError
@@ -70,7 +70,7 @@ def check_given(folder: str, key: str, kind: str) -> None:
     """A folder the user named must exist and hold a model of `kind`."""
     if not Path(folder).is_dir():
         raise MissingFileError(f"{key}={folder}: no such folder; give a saved {kind} folder")
-    found = char_model_kind(folder)
+    found = saved_kind(folder)
     if found != kind:
         raise ConfigError(
             f"{key}={folder} holds {'no char model' if found is None else repr(found)}, not a "
@@ -105,7 +105,7 @@ def require_trained_stages(cfg: DictConfig) -> None:
     for name, stage in (cfg.get("stages") or {}).items():
         key = stage.checkpoint_key
         folder = Path(str(cfg[key]))
-        if char_model_kind(folder) is None:
+        if saved_kind(folder) is None:
             raise MissingFileError(
                 f"stage {name} is not trained under these settings ({folder}); python -m "
                 f"src.train with the same overrides trains it, or give {key}=FOLDER"
@@ -118,7 +118,7 @@ def run_stages(cfg: DictConfig, datamodule: PromptDataModule, loggers: list[Any]
         folder = Path(str(cfg[stage.checkpoint_key]))
         for logger in mlflow_loggers(loggers):
             logger.experiment.set_tag(logger.run_id, f"stage.{name}", str(folder))
-        if char_model_kind(folder) is not None:
+        if saved_kind(folder) is not None:
             log.info("Stage %s: using %s", name, folder)
             continue
         shutil.rmtree(folder, ignore_errors=True)  # an interrupted attempt

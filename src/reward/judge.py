@@ -1,19 +1,17 @@
 """`reward=judge`: a frozen judge model's score of each outcome as the reward.
 
-`model` is a folder or a hub name. A folder written by the char_diffusion judge stage is that
-character judge (the probability that a filled window is real text); anything else is loaded
-as a Hugging Face sequence-classification reward model (`trust_remote_code` off), which scores
-(prompt, answer) pairs when `prompt_field` names the row field holding the prompt.
+`model` is a folder or a hub name of a Hugging Face sequence-classification reward model
+(`trust_remote_code` off), which scores (prompt, answer) pairs when `prompt_field` names the
+row field holding the prompt. A recipe that trains a judge of its own loads it by overriding
+`load` (task=char_diffusion: `src.recipes.char_diffusion.judge_reward.CharJudgeReward`).
 """
 
 from __future__ import annotations
 
 from typing import Any, Protocol
 
-from src.model.char_encoder import char_model_kind
-from src.model.char_judge import KIND as CHAR_JUDGE
-from src.model.char_judge import load_char_judge
-from src.model.sequence_classifier import CONFIG_KEY, SequenceClassifierScorer, resolve_device
+from src.model.saved import saved_kind
+from src.model.sequence_classifier import CONFIG_KEY, SequenceClassifierScorer
 from src.utils.errors import ConfigError
 
 
@@ -21,18 +19,6 @@ class TextScorer(Protocol):
     """What the reward asks of a loaded judge: one number per text."""
 
     def score(self, texts: list[str], pairs: list[str] | None = None) -> list[float]: ...
-
-
-class CharJudgeScorer:
-    """The character judge behind `TextScorer`: `pairs`, when given, are the masked windows,
-    which a judge that sees the mask reads beside each filled one (any other ignores them)."""
-
-    def __init__(self, folder: str, device: str, batch_size: int) -> None:
-        self.judge = load_char_judge(folder, CONFIG_KEY).to(resolve_device(device))
-        self.batch_size = batch_size
-
-    def score(self, texts: list[str], pairs: list[str] | None = None) -> list[float]:
-        return self.judge.score(texts, self.batch_size, masked=pairs)
 
 
 class JudgeReward:
@@ -66,23 +52,25 @@ class JudgeReward:
     def loaded(self) -> TextScorer:
         """The judge, loaded once."""
         if self.scorer is None:
-            kind = char_model_kind(self.model)
-            if kind not in (None, CHAR_JUDGE):
-                raise ConfigError(
-                    f"{CONFIG_KEY}={self.model} holds a {kind!r} model, not a judge; give a "
-                    "judge folder or a sequence-classification reward model"
-                )
-            if kind == CHAR_JUDGE:
-                self.scorer = CharJudgeScorer(self.model, self.device, self.batch_size)
-            else:
-                self.scorer = SequenceClassifierScorer(
-                    self.model,
-                    device=self.device,
-                    batch_size=self.batch_size,
-                    max_length=self.max_length,
-                    positive_label=self.positive_label,
-                )
+            self.scorer = self.load()
         return self.scorer
+
+    def load(self) -> TextScorer:
+        """The Hugging Face reward model `model` names; a folder of one of our own networks is
+        refused (the recipe that trained it loads it through its own reward)."""
+        kind = saved_kind(self.model)
+        if kind is not None:
+            raise ConfigError(
+                f"{CONFIG_KEY}={self.model} holds our own {kind!r} network, not a Hugging Face "
+                "sequence-classification reward model; task=char_diffusion scores with its judge"
+            )
+        return SequenceClassifierScorer(
+            self.model,
+            device=self.device,
+            batch_size=self.batch_size,
+            max_length=self.max_length,
+            positive_label=self.positive_label,
+        )
 
     def __call__(self, outcomes: list[str], rows: list[dict[str, Any]]) -> list[float]:
         pairs = None

@@ -15,7 +15,7 @@ from omegaconf import DictConfig
 
 from src.grpo.settings import AlgoSettings
 from src.policy.rewriter import NO_SFT_TARGET
-from src.pretraining.judge import check_temperatures
+from src.runs.hooks import before_grpo_steps
 from src.runs.schema import check_schema
 from src.utils.config import plain
 from src.utils.errors import ConfigError, MissingFileError
@@ -35,7 +35,7 @@ def check_settings(cfg: DictConfig) -> AlgoSettings:
     check_hardware(cfg)
     check_role_settings(cfg)
     check_trainer_settings(cfg)
-    check_rounds_settings(cfg)
+    check_before_grpo(cfg)
     check_output_folders(cfg)
     return settings
 
@@ -241,20 +241,11 @@ def check_trainer_settings(cfg: DictConfig) -> None:
         )
 
 
-def check_rounds_settings(cfg: DictConfig) -> None:
-    """Adversarial rounds (src/runs/rounds.py) continue a stage that exists, and their
-    policies fill at temperatures that can be drawn."""
-    rounds = cfg.get("rounds")
-    if not rounds or int(rounds.get("count", 1)) <= 1:
-        return
-    stages = cfg.get("stages") or {}
-    if rounds.get("stage") not in stages:
-        raise ConfigError(
-            f"rounds.stage={rounds.get('stage')!r} names no stage of this task; its stages "
-            f"are {list(stages)} (or set rounds.count=1)"
-        )
-    temperatures = plain(rounds.get("replay_temperatures"))
-    check_temperatures("rounds.replay_temperatures", temperatures, nullable=True)
+def check_before_grpo(cfg: DictConfig) -> None:
+    """The task's `before_grpo` steps (src/runs/hooks.py), built now: each refuses its own
+    settings that cannot work (task=char_diffusion's rounds: a stage to continue, replay
+    temperatures that can be drawn)."""
+    before_grpo_steps(cfg)
 
 
 def check_output_folders(cfg: DictConfig) -> None:

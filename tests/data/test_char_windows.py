@@ -7,8 +7,8 @@ import random
 
 import pytest
 
-from src.data.char_windows import CharWindowDataModule, mask_positions, shipped_corpus
 from src.data.files import DataFileError
+from src.recipes.char_diffusion.windows import CharWindowDataModule, mask_positions, shipped_corpus
 from src.utils.errors import ConfigError, MissingFileError
 
 TEXT = "The quick brown fox jumps over the lazy dog.\n\n  It was   a fine day. " * 20

@@ -7,10 +7,10 @@ import pytest
 import torch
 
 from scripts.char_best_of_n import drawn, favourite, within_window_correlation
-from src.model.char_diffusion import load_char_diffusion
-from src.policy.infill import Infill
+from src.recipes.char_diffusion.infill import Infill
+from src.recipes.char_diffusion.network import load_char_diffusion
+from src.recipes.char_diffusion.sampler import CharDiffusionSampler
 from src.reward.combine import CombinedReward
-from src.rollout.char_diffusion import CharDiffusionSampler
 
 ROWS = [
     {"masked": "the c█t s█t on ██e mat", "answer": "aath"},

@@ -6,9 +6,9 @@ from __future__ import annotations
 import torch
 
 from scripts.char_decoding import ORDERS, decode, pass_of
-from src.model.char_diffusion import load_char_diffusion
-from src.policy.infill import Infill
-from src.rollout.char_diffusion import CharDiffusionSampler
+from src.recipes.char_diffusion.infill import Infill
+from src.recipes.char_diffusion.network import load_char_diffusion
+from src.recipes.char_diffusion.sampler import CharDiffusionSampler
 
 PROMPTS = ["the c█t s█t on ██e mat", "a d██ ran ███ay fast!!"]
 

@@ -8,11 +8,11 @@ import json
 import pytest
 import torch
 
-from src.model.char_diffusion import load_char_diffusion, masked_positions
-from src.model.char_encoder import MASK, PAD, CharTokenizer
-from src.model.char_judge import CharJudge, load_char_judge
 from src.model.saved import saved_model_settings
-from src.rollout.char_diffusion import CharDiffusionSampler, nucleus_sample
+from src.recipes.char_diffusion.encoder import MASK, PAD, CharTokenizer
+from src.recipes.char_diffusion.judge_network import CharJudge, load_char_judge
+from src.recipes.char_diffusion.network import load_char_diffusion, masked_positions
+from src.recipes.char_diffusion.sampler import CharDiffusionSampler, nucleus_sample
 from src.utils.errors import ConfigError, MissingFileError
 
 SMALL = {"max_length": 24, "hidden_size": 32, "num_layers": 1, "num_heads": 2}

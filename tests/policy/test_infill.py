@@ -3,7 +3,7 @@ scores, with the share of characters restored as a detail."""
 
 from __future__ import annotations
 
-from src.policy.infill import Infill, degenerate_share
+from src.recipes.char_diffusion.infill import Infill, degenerate_share
 
 ROW = {"masked": "the c█t s██ on", "text": "the cat sat on", "answer": "aat"}
 

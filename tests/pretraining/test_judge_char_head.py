@@ -9,9 +9,9 @@ import pytest
 import torch
 from omegaconf import OmegaConf
 
-from src.model.char_encoder import PAD
-from src.model.char_judge import CharJudge, load_char_judge
-from src.pretraining.judge import Corrupted, JudgeModule, char_targets, train_judge
+from src.recipes.char_diffusion.encoder import PAD
+from src.recipes.char_diffusion.judge_network import CharJudge, load_char_judge
+from src.recipes.char_diffusion.judge_stage import Corrupted, JudgeModule, char_targets, train_judge
 from src.utils.errors import ConfigError
 
 SHAPE = {"max_length": 8, "hidden_size": 16, "num_layers": 1, "num_heads": 2}

@@ -6,9 +6,9 @@ from __future__ import annotations
 import pytest
 import torch
 
-from src.model.char_diffusion import load_char_diffusion
-from src.model.char_judge import load_char_judge
-from src.pretraining.judge import judge_from_generator
+from src.recipes.char_diffusion.judge_network import load_char_judge
+from src.recipes.char_diffusion.judge_stage import judge_from_generator
+from src.recipes.char_diffusion.network import load_char_diffusion
 
 GENERATOR = {"max_length": 24, "hidden_size": 32, "num_layers": 2, "num_heads": 2}
 

@@ -8,10 +8,10 @@ import random
 import pytest
 import torch
 
-from src.data.char_windows import CharWindowDataModule
-from src.model.char_diffusion import load_char_diffusion
-from src.policy.infill import restored
-from src.pretraining.judge import Corruptor, swapped
+from src.recipes.char_diffusion.infill import restored
+from src.recipes.char_diffusion.judge_stage import Corruptor, swapped
+from src.recipes.char_diffusion.network import load_char_diffusion
+from src.recipes.char_diffusion.windows import CharWindowDataModule
 from src.utils.errors import ConfigError
 
 

@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 
 from src.eval import evaluate
-from src.model.char_diffusion import load_char_diffusion
-from src.model.char_judge import CharJudge
 from src.pretraining.stages import resolve_stage_checkpoints
+from src.recipes.char_diffusion.judge_network import CharJudge
+from src.recipes.char_diffusion.network import load_char_diffusion
 from src.runs.parts import build_run_parts
 from src.utils.errors import ConfigError, MissingFileError
 from tests.helpers.char_diffusion import SMALL

@@ -14,9 +14,9 @@ import pytest
 import torch
 
 from src.grpo.module import GRPOModule
-from src.model.char_diffusion import load_char_diffusion
-from src.model.char_judge import load_char_judge
 from src.pretraining.stages import run_stages
+from src.recipes.char_diffusion.judge_network import load_char_judge
+from src.recipes.char_diffusion.network import load_char_diffusion
 from src.runs.parts import build_run_parts, grpo_module
 from src.train import train
 from src.utils.config import build

@@ -6,9 +6,10 @@ from __future__ import annotations
 import pytest
 import torch
 
-from src.model.char_diffusion import load_char_diffusion
-from src.model.char_judge import CharJudge
 from src.model.sequence_classifier import SequenceClassifierScorer
+from src.recipes.char_diffusion.judge_network import CharJudge
+from src.recipes.char_diffusion.judge_reward import CharJudgeReward
+from src.recipes.char_diffusion.network import load_char_diffusion
 from src.reward.combine import CombinedReward
 from src.reward.judge import JudgeReward
 from src.runs.parts import build_run_parts
@@ -23,7 +24,7 @@ def test_a_char_judge_folder_scores_windows_with_the_judges_probability(tmp_path
     torch.manual_seed(0)
     judge = CharJudge(**SMALL)
     judge.save(tmp_path / "judge")
-    reward = JudgeReward(str(tmp_path / "judge"), device="cpu")
+    reward = CharJudgeReward(str(tmp_path / "judge"), device="cpu")
     texts = ["the cat sat on the mat", "zq#x"]
     assert reward(texts, ROWS) == pytest.approx(judge.score(texts))
 
@@ -32,7 +33,7 @@ def test_a_judge_that_sees_the_mask_reads_each_rows_masked_window(tmp_path):
     torch.manual_seed(0)
     judge = CharJudge(**SMALL, sees_mask=True)
     judge.save(tmp_path / "judge")
-    reward = JudgeReward(str(tmp_path / "judge"), prompt_field="masked", device="cpu")
+    reward = CharJudgeReward(str(tmp_path / "judge"), prompt_field="masked", device="cpu")
     texts = ["the cat sat on the mat", "the cat sat on the mat"]
     rows = [{"masked": "the c█t sat on the mat"}, {"masked": "the cat sat on ██e mat"}]
     masked = [row["masked"] for row in rows]
@@ -49,17 +50,26 @@ def test_a_sequence_classifier_scores_prompt_answer_pairs(tmp_path):
     )
     alone = JudgeReward(str(folder), device="cpu")
     assert alone(answers, ROWS) == pytest.approx(direct.score(answers))
+    # the char_diffusion recipe's reward loads a Hugging Face reward model as the plain one does
+    recipes = CharJudgeReward(str(folder), device="cpu")
+    assert recipes(answers, ROWS) == pytest.approx(direct.score(answers))
 
 
 def test_no_model_a_generator_folder_or_a_missing_field_are_setting_errors(tmp_path):
     with pytest.raises(ConfigError, match="reward.functions.judge.model is not set"):
         JudgeReward(None)
     load_char_diffusion(None, **SMALL).save(tmp_path / "generator")
-    combined = CombinedReward({"judge": JudgeReward(str(tmp_path / "generator"))}, on_error="zero")
+    generator = str(tmp_path / "generator")
+    combined = CombinedReward({"judge": CharJudgeReward(generator)}, on_error="zero")
     with pytest.raises(ConfigError, match="holds a 'char_diffusion' model, not a judge"):
         combined(["text"], ROWS[:1])
     CharJudge(**SMALL).save(tmp_path / "judge")
-    reward = JudgeReward(str(tmp_path / "judge"), prompt_field="prompt")
+    # the plain judge reward loads Hugging Face reward models only, and says what does
+    with pytest.raises(
+        ConfigError, match="holds our own 'char_judge' network.*task=char_diffusion"
+    ):
+        JudgeReward(str(tmp_path / "judge"))(["text"], ROWS[:1])
+    reward = CharJudgeReward(str(tmp_path / "judge"), prompt_field="prompt")
     with pytest.raises(ConfigError, match="prompt_field='prompt'"):
         reward(["text"], ROWS[:1])
 

@@ -7,10 +7,10 @@ import pytest
 import torch
 
 from scripts.char_decoding import decode
-from src.model.char_diffusion import load_char_diffusion
-from src.model.char_encoder import MASK
-from src.policy.infill import Infill
-from src.rollout.char_diffusion import CharDiffusionSampler, nucleus_sample, surest
+from src.recipes.char_diffusion.encoder import MASK
+from src.recipes.char_diffusion.infill import Infill
+from src.recipes.char_diffusion.network import load_char_diffusion
+from src.recipes.char_diffusion.sampler import CharDiffusionSampler, nucleus_sample, surest
 from src.rollout.rollout import join_rollouts
 from src.utils.errors import ConfigError
 

@@ -8,7 +8,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from src.policy.infill import Infill
+from src.recipes.char_diffusion.infill import Infill
 from src.reward.combine import CombinedReward
 from src.runs.room import RoomClosed, gold_score, room_closed
 

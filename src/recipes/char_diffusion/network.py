@@ -21,7 +21,8 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from src.model.char_encoder import (
+from src.model.network import Sequences
+from src.recipes.char_diffusion.encoder import (
     FIRST_CHAR,
     MASK,
     PAD,
@@ -31,7 +32,6 @@ from src.model.char_encoder import (
     read_char_model,
     save_char_model,
 )
-from src.model.network import Sequences
 from src.utils.errors import ConfigError
 
 log = logging.getLogger(__name__)

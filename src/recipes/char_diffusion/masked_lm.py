@@ -19,9 +19,9 @@ import torch
 from omegaconf import DictConfig
 from torch import Tensor
 
-from src.data.char_windows import CharWindowDataModule
-from src.model.char_diffusion import CharDiffusionNetwork
 from src.pretraining.fit import fit_stage, warmup_cosine
+from src.recipes.char_diffusion.network import CharDiffusionNetwork
+from src.recipes.char_diffusion.windows import CharWindowDataModule
 from src.rollout.rollout import teacher_forced
 from src.utils.config import build
 

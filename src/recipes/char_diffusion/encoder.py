@@ -16,6 +16,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from src.model.saved import KIND_FILE
 from src.utils.errors import ConfigError, MissingFileError
 
 PAD, MASK, UNK = 0, 1, 2  # ids below FIRST_CHAR are never a character of the text
@@ -24,7 +25,7 @@ ALPHABET = "".join(
     chr(code) for code in range(32, 127)
 )  # printable ASCII (whitespace is collapsed to spaces)
 LOCAL_WIDTH = 5  # characters a position sees before attention: itself and two on each side
-DESCRIPTION = "char_model.json"
+DESCRIPTION = KIND_FILE
 WEIGHTS = "weights.pt"
 
 
@@ -186,11 +187,3 @@ def read_char_model(folder: str | Path, kind: str, key: str) -> tuple[dict[str, 
         )
     weights = torch.load(folder / WEIGHTS, map_location="cpu", weights_only=True)
     return saved["settings"], weights
-
-
-def char_model_kind(folder: str | Path) -> str | None:
-    """The kind of char model saved in `folder`, or None when it holds none."""
-    description = Path(folder) / DESCRIPTION
-    if not description.is_file():
-        return None
-    return json.loads(description.read_text()).get("kind")

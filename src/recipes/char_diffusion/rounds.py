@@ -15,7 +15,8 @@ rollout and reward settings, the rounds' settings but their count), so `rounds.c
 `rounds.count=3` trains one more round only. A round's folder holds `policy/` and `judge/`.
 Each round's policy is scored greedily on the held-out windows by its own judge and logged as
 `round<r>/judge`, `round<r>/char_accuracy` and `round<r>/degenerate_spans`. `src.eval` scores
-with the last round's judge when the rounds are cached (`rounds_judge`).
+with the last round's judge when the rounds are cached (`rounds_judge`). The task reaches the
+rounds through its `before_grpo` hook (`AdversarialRounds`, src/runs/hooks.py).
 """
 
 from __future__ import annotations
@@ -32,16 +33,40 @@ from typing import Any
 import lightning as L
 from omegaconf import DictConfig, OmegaConf
 
-from src.model.char_encoder import char_model_kind
+from src.model.saved import saved_kind
 from src.pretraining.stages import DONE, stage_folder
+from src.recipes.char_diffusion.judge_stage import check_temperatures
 from src.runs.parts import RunParts, grpo_module
 from src.tracking.run_logger import mlflow_loggers
 from src.utils.config import build
+from src.utils.errors import ConfigError
 from src.utils.folders import published_folder
 from src.utils.progress import StepProgressBar
 
 log = logging.getLogger(__name__)
 POLICY, JUDGE = "policy", "judge"  # a round folder's subfolders
+
+
+class AdversarialRounds:
+    """The rounds as a `before_grpo` step (`src.runs.hooks.BeforeGrpo`): built with the settings
+    check, it refuses rounds that continue no stage of the task or replay at temperatures
+    that cannot be drawn."""
+
+    def __init__(self, rounds: dict[str, Any], stages: list[str]) -> None:
+        if int(rounds.get("count", 1)) > 1:
+            if rounds.get("stage") not in stages:
+                raise ConfigError(
+                    f"rounds.stage={rounds.get('stage')!r} names no stage of this task; its "
+                    f"stages are {list(stages)} (or set rounds.count=1)"
+                )
+            temperatures = rounds.get("replay_temperatures")
+            check_temperatures("rounds.replay_temperatures", temperatures, nullable=True)
+
+    def before_training(self, cfg: DictConfig, parts: RunParts) -> RunParts:
+        return adversarial_rounds(cfg, parts)
+
+    def before_evaluation(self, cfg: DictConfig, parts: RunParts) -> RunParts:
+        return rounds_judge(cfg, parts)
 
 
 def adversarial_rounds(cfg: DictConfig, parts: RunParts) -> RunParts:
@@ -192,7 +217,7 @@ def train_policy(cfg: DictConfig, parts: RunParts, number: int, folder: Path) ->
     checker = L.Trainer(enable_progress_bar=False, **common)
     checker.validate(module, datamodule=parts.datamodule, verbose=False)
     lm.save(folder)
-    if char_model_kind(folder) is None:
+    if saved_kind(folder) is None:
         raise RuntimeError(f"round {number}'s policy was not saved into {folder}")
     return {
         name: float(value)

@@ -3,7 +3,7 @@
 Corrupted windows come in kinds, drawn afresh every step: masked spans filled by the
 pretrained generator (`generated`), by the generator partly trained (`early`), windows with a
 few characters swapped for random ones (`swapped`), and, in the adversarial rounds
-(src/runs/rounds.py), spans filled by the GRPO policies of every earlier round (`replay`, one
+(src/recipes/char_diffusion/rounds.py), spans filled by the GRPO policies of every earlier round (`replay`, one
 policy drawn per batch, so no round's tricks are forgotten). The generators fill at a
 temperature drawn per batch from `temperatures` (0: greedy), so the judge also knows the
 degenerate fills of a sharpened generator (runs of spaces or of one letter). Half of every
@@ -37,14 +37,14 @@ import torch
 from omegaconf import DictConfig
 from torch import Tensor
 
-from src.data.char_windows import CharWindowDataModule
-from src.model.char_diffusion import CharDiffusionNetwork, load_char_diffusion
-from src.model.char_encoder import ALPHABET, PAD
-from src.model.char_judge import CharJudge, load_char_judge
-from src.policy.infill import Infill, restored
 from src.pretraining.fit import fit_stage, warmup_cosine
-from src.pretraining.masked_lm import EARLY
-from src.rollout.char_diffusion import CharDiffusionSampler
+from src.recipes.char_diffusion.encoder import ALPHABET, PAD
+from src.recipes.char_diffusion.infill import Infill, restored
+from src.recipes.char_diffusion.judge_network import CharJudge, load_char_judge
+from src.recipes.char_diffusion.masked_lm import EARLY
+from src.recipes.char_diffusion.network import CharDiffusionNetwork, load_char_diffusion
+from src.recipes.char_diffusion.sampler import CharDiffusionSampler
+from src.recipes.char_diffusion.windows import CharWindowDataModule
 from src.utils.config import build
 from src.utils.errors import ConfigError
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from src.model.char_diffusion import CharDiffusionNetwork, masked_positions, revealed
-from src.model.char_encoder import PAD
+from src.recipes.char_diffusion.encoder import PAD
+from src.recipes.char_diffusion.network import CharDiffusionNetwork, masked_positions, revealed
 from src.rollout.rollout import Rollout
 from src.utils.errors import ConfigError
 

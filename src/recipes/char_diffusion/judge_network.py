@@ -21,7 +21,7 @@ from pathlib import Path
 import torch
 from torch import Tensor, nn
 
-from src.model.char_encoder import (
+from src.recipes.char_diffusion.encoder import (
     PAD,
     CharEncoder,
     CharTokenizer,

@@ -1,0 +1,62 @@
+"""Steps a task runs after its stages and before GRPO (`before_grpo:`), the one way a recipe's
+own training steps reach `src.train` and `src.eval` without either naming them.
+
+Each entry of `before_grpo` is a `_target_` building a `BeforeGrpo`. It is built with the
+settings check, before any data or model loads, so its constructor refuses settings that
+cannot work; `src.train` then hands it the run's parts before GRPO (it may train and return
+parts with another reward, e.g. scoring by a later judge), and `src.eval` before scoring
+(it trains nothing there). task=char_diffusion's adversarial rounds are one.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Protocol
+
+from hydra.errors import InstantiationException
+from omegaconf import DictConfig
+
+from src.utils.config import build
+from src.utils.errors import UserError
+
+if TYPE_CHECKING:  # parts.py checks the settings, which build these steps
+    from src.runs.parts import RunParts
+
+
+class BeforeGrpo(Protocol):
+    """A recipe's step between its stages and GRPO."""
+
+    def before_training(self, cfg: DictConfig, parts: RunParts) -> RunParts:
+        """Run the step (or load it from its cache); the parts GRPO trains with."""
+        ...
+
+    def before_evaluation(self, cfg: DictConfig, parts: RunParts) -> RunParts:
+        """The parts `src.eval` scores with, as GRPO trained with them; trains nothing."""
+        ...
+
+
+def before_grpo_steps(cfg: DictConfig) -> list[BeforeGrpo]:
+    """The task's `before_grpo` steps, built in order; a setting one refuses is raised as its
+    own one-line error, not inside Hydra's instantiation message."""
+    steps = []
+    for node in (cfg.get("before_grpo") or {}).values():
+        try:
+            steps.append(build(node))
+        except InstantiationException as error:
+            if isinstance(error.__cause__, UserError):
+                raise error.__cause__ from None
+            raise
+    return steps
+
+
+def before_training(cfg: DictConfig, parts: RunParts) -> RunParts:
+    """`parts` after every `before_grpo` step has run, in order."""
+    for step in before_grpo_steps(cfg):
+        parts = step.before_training(cfg, parts)
+    return parts
+
+
+def before_evaluation(cfg: DictConfig, parts: RunParts) -> RunParts:
+    """`parts` as every `before_grpo` step hands them to scoring."""
+    for step in before_grpo_steps(cfg):
+        parts = step.before_evaluation(cfg, parts)
+    return parts
