@@ -35,6 +35,7 @@ from src.model.fast.probe import (
     log_softmax_difference,
     probe_input,
     proven,
+    proven_object,
     refused,
     standing,
 )
@@ -64,10 +65,11 @@ def decoding_steps(
         static = fused and on_gpu
     if static:
         path = "captured_steps" if on_gpu else "static_steps"
-        steps = built(path, network, partial(static_steps, network, rows, captured=on_gpu))
-        check = partial(teacher_forced_difference, network, steps, rows)
-        if steps is not None and proven(path, network, check):
-            yield steps
+        build = partial(static_steps, network, rows, captured=on_gpu)
+        check = partial(teacher_forced_difference, network, rows=rows)
+        fixed = proven_object(path, network, build, check)
+        if fixed is not None:
+            yield fixed
             return
     packings = [True, False] if packed and can_pack(rows) and packable(network) else [False]
     if fused:

@@ -92,6 +92,23 @@ def built(path: str, network: nn.Module, build: Callable[[], T]) -> T | None:
         return None
 
 
+def proven_object(
+    path: str,
+    network: nn.Module,
+    build: Callable[[], T | None],
+    check: Callable[[T], float],
+) -> T | None:
+    """The fast object of path `path` for `network`, built and checked under the probe's
+    guard: `build()` makes it (None where the path does not serve this network), and
+    `check(object)` is its largest difference from the plain path, run the first time a kind
+    of network asks. None where building raises, the check refuses it, or either has done
+    so before on this kind of network: the caller then runs the plain path."""
+    made = built(path, network, build)
+    if made is None or not proven(path, network, lambda: check(made)):
+        return None
+    return made
+
+
 def refused(path: str, network: nn.Module) -> bool:
     """Whether this process has a verdict against `path` on this kind of network."""
     verdict = standing(path, network)

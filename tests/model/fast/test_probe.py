@@ -285,3 +285,25 @@ def test_the_largest_difference_of_finite_and_not_finite_values():
     assert largest_difference(torch.tensor([inf]), torch.tensor([inf])) == 0.0
     half = torch.tensor([1.0, 3.0], dtype=torch.bfloat16)
     assert largest_difference(half, torch.tensor([1.0, 2.0])) == 1.0
+
+
+def test_proven_object_builds_and_checks_under_one_guard(tiny_lm, caplog):
+    """The object comes back only once built and proven; a build that raises or a check that
+    refuses gives one warning and None, and nothing is built again on that kind of network."""
+    network = tiny_lm.network
+    made = probe.proven_object("test_good", network, lambda: "steps", lambda steps: 0.0)
+    assert made == "steps"
+    builds = []
+
+    def broken() -> str:
+        builds.append(1)
+        raise AttributeError("'LlamaAttention' object has no attribute 'scaling'")
+
+    with caplog.at_level(logging.WARNING):
+        for _ in range(2):
+            assert probe.proven_object("test_broken", network, broken, lambda s: 0.0) is None
+    assert builds == [1]
+    assert caplog.text.count("fast path test_broken could not be built") == 1
+    wrong = probe.proven_object("test_wrong", network, lambda: "steps", lambda s: 1.0)
+    assert wrong is None and not probe.standing("test_wrong", network).proven
+    assert probe.proven_object("test_none", network, lambda: None, lambda s: 0.0) is None
