@@ -10,7 +10,7 @@ parts with another reward, e.g. scoring by a later judge), and `src.eval` before
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Protocol
+from typing import Protocol, TypeVar
 
 from hydra.errors import InstantiationException
 from omegaconf import DictConfig
@@ -18,18 +18,19 @@ from omegaconf import DictConfig
 from src.utils.config import build
 from src.utils.errors import UserError
 
-if TYPE_CHECKING:  # parts.py checks the settings, which build these steps
-    from src.runs.parts import RunParts
+# the run's parts (`src.runs.parts.RunParts`), left open here: parts.py checks the settings,
+# which build these steps, so this module cannot import it
+Parts = TypeVar("Parts")
 
 
-class BeforeGrpo(Protocol):
+class BeforeGrpo(Protocol[Parts]):
     """A recipe's step between its stages and GRPO."""
 
-    def before_training(self, cfg: DictConfig, parts: RunParts) -> RunParts:
+    def before_training(self, cfg: DictConfig, parts: Parts) -> Parts:
         """Run the step (or load it from its cache); the parts GRPO trains with."""
         ...
 
-    def before_evaluation(self, cfg: DictConfig, parts: RunParts) -> RunParts:
+    def before_evaluation(self, cfg: DictConfig, parts: Parts) -> Parts:
         """The parts `src.eval` scores with, as GRPO trained with them; trains nothing."""
         ...
 
@@ -48,14 +49,14 @@ def before_grpo_steps(cfg: DictConfig) -> list[BeforeGrpo]:
     return steps
 
 
-def before_training(cfg: DictConfig, parts: RunParts) -> RunParts:
+def before_training(cfg: DictConfig, parts: Parts) -> Parts:
     """`parts` after every `before_grpo` step has run, in order."""
     for step in before_grpo_steps(cfg):
         parts = step.before_training(cfg, parts)
     return parts
 
 
-def before_evaluation(cfg: DictConfig, parts: RunParts) -> RunParts:
+def before_evaluation(cfg: DictConfig, parts: Parts) -> Parts:
     """`parts` as every `before_grpo` step hands them to scoring."""
     for step in before_grpo_steps(cfg):
         parts = step.before_evaluation(cfg, parts)
