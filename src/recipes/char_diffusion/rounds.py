@@ -53,6 +53,12 @@ class AdversarialRounds:
     that cannot be drawn."""
 
     def __init__(self, rounds: dict[str, Any], stages: list[str]) -> None:
+        if not isinstance(rounds, dict) or not isinstance(stages, list):
+            raise ConfigError(
+                "before_grpo.rounds takes the rounds' settings and the stages' names "
+                f"(rounds: ${{rounds}}, stages: ${{oc.dict.keys:stages}}), got {rounds!r} and "
+                f"{stages!r}; leave them as conf/task/char_diffusion.yaml sets them"
+            )
         if int(rounds.get("count", 1)) > 1:
             if rounds.get("stage") not in stages:
                 raise ConfigError(
