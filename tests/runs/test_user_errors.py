@@ -30,26 +30,14 @@ class BrokenReward:
 
 
 def train_command(
-    tmp_path: Path, *overrides: str, full_error: bool = False, real_process: bool = False
+    tmp_path: Path, *overrides: str, full_error: bool = False
 ) -> subprocess.CompletedProcess:
-    """`python -m src.train overrides...` writing under tmp_path, as CI runs it: `CI` set,
-    `HYDRA_FULL_ERROR` only when asked; in this process unless `real_process` (a fresh
-    interpreter with no standard input)."""
+    """`python -m src.train overrides...` in this process, writing under tmp_path, as CI runs
+    it: `CI` set, `HYDRA_FULL_ERROR` only when asked (`real_processes` below: fresh
+    interpreters)."""
     args = [*overrides, f"paths.output_root={tmp_path}"]
     environment = {"CI": "true", "HYDRA_FULL_ERROR": "1" if full_error else None}
-    if not real_process:
-        return command("src.train", *args, environment=environment)
-    env = {key: value for key, value in os.environ.items() if key != "HYDRA_FULL_ERROR"}
-    env.update({key: value for key, value in environment.items() if value is not None})
-    return subprocess.run(
-        [sys.executable, "-m", "src.train", *args],
-        cwd=PROJECT_ROOT,
-        env=env,
-        stdin=subprocess.DEVNULL,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
+    return command("src.train", *args, environment=environment)
 
 
 def error_line(result: subprocess.CompletedProcess) -> str:
@@ -93,25 +81,52 @@ def test_bad_setting_key_or_option_is_one_line(tmp_path, override, expected):
         assert "tiny" in line.split("available options")[1]
 
 
-@pytest.mark.slow  # a fresh interpreter: the whole way a user meets the error
-def test_a_text_where_a_number_belongs_is_one_line_from_a_real_process(tmp_path):
-    line = error_line(train_command(tmp_path, "data.batch_size=abc", real_process=True))
-    assert line == "error: data.batch_size must be a whole number >= 1, got 'abc'"
-
-
-@pytest.mark.slow  # a fresh interpreter, about 15 s: the whole way a user meets the error
-def test_missing_model_folder_is_one_line_and_fails_the_run(tmp_path):
-    result = train_command(
-        tmp_path, "model.name_or_path=/no/such/folder", "model.builder=null", real_process=True
+@pytest.mark.slow  # two fresh interpreters side by side, about 15 s: the whole way a user meets them
+def test_errors_from_real_processes_are_one_line_and_a_failed_run_is_recorded(tmp_path):
+    """A text where a number belongs, refused before anything loads, and a missing model
+    folder, found once the run's record is open: one line each, and that run FAILED."""
+    typed, missing = real_processes(
+        [tmp_path / "typed", "data.batch_size=abc"],
+        [tmp_path / "missing", "model.name_or_path=/no/such/folder", "model.builder=null"],
     )
-    line = error_line(result)
+    assert error_line(typed) == "error: data.batch_size must be a whole number >= 1, got 'abc'"
+    line = error_line(missing)
     assert line.startswith("error: model.name_or_path: no model folder at /no/such/folder")
-    client = mlflow.MlflowClient(tracking_uri=f"sqlite:///{tmp_path}/mlflow.db")
+    client = mlflow.MlflowClient(tracking_uri=f"sqlite:///{tmp_path / 'missing'}/mlflow.db")
     (run,) = client.search_runs([client.get_experiment_by_name("arithmetic").experiment_id])
     assert run.info.status == "FAILED"
     assert run.data.tags["error"].startswith(
         "MissingFileError: model.name_or_path: no model folder at /no/such/folder"
     )
+
+
+def real_processes(*commands: list) -> list[subprocess.CompletedProcess]:
+    """`python -m src.train` for each [output root, overrides...], as CI runs it (`CI` set,
+    no `HYDRA_FULL_ERROR`, no standard input), started together: most of their time is
+    starting up, one core each."""
+    env = {key: value for key, value in os.environ.items() if key != "HYDRA_FULL_ERROR"}
+    env["CI"] = "true"
+    runs = [
+        [sys.executable, "-m", "src.train", *overrides, f"paths.output_root={root}"]
+        for root, *overrides in commands
+    ]
+    started = [
+        subprocess.Popen(
+            args,
+            cwd=PROJECT_ROOT,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for args in runs
+    ]
+    results = []
+    for args, process in zip(runs, started, strict=True):
+        stdout, stderr = process.communicate(timeout=600)
+        results.append(subprocess.CompletedProcess(args, process.returncode, stdout, stderr))
+    return results
 
 
 def test_full_error_shows_the_traceback(tmp_path):
