@@ -117,7 +117,7 @@ def chooser(algo: str, typed: bool, choices: dict[str, Any]) -> str:
         return "command line"
     for group in ("experiment", "task"):
         name = choices.get(group)
-        if name and f"override /algo: {algo}" in _text(CONFIG_DIR / group / f"{name}.yaml"):
+        if name and algo_override(CONFIG_DIR / group / f"{name}.yaml") == algo:
             return f"{group}={name}"
     return "default" if algo == DEFAULT_ALGO else "the config"
 
@@ -144,5 +144,11 @@ def algo_file(name: str, folder: Path = CONFIG_DIR / "algo") -> dict[str, Any] |
     return merged
 
 
-def _text(path: Path) -> str:
-    return path.read_text() if path.is_file() else ""
+def algo_override(path: Path) -> str | None:
+    """The algo a config file names in its defaults (`- override /algo: NAME`), or None."""
+    if not path.is_file():
+        return None
+    for entry in (plain(OmegaConf.load(path)) or {}).get("defaults") or []:
+        if isinstance(entry, dict) and "override /algo" in entry:
+            return str(entry["override /algo"])
+    return None
