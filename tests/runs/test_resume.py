@@ -72,13 +72,15 @@ def optimizer_tensors(saved: dict) -> list[torch.Tensor]:
 
 @pytest.mark.slow
 def test_a_killed_run_continued_with_ckpt_path_last_matches_an_uninterrupted_one(tmp_path):
-    finish(train(tmp_path / "straight", "run"))
+    # The uninterrupted run and the one to be killed go side by side, one thread each.
+    uninterrupted = train(tmp_path / "straight", "run")
+    root = tmp_path / "killed"
+    process = train(root, "first", *signal_at(KILLED_AT, "SIGKILL"))
+    finish(uninterrupted)
     client, straight = only_run(tmp_path / "straight")
     expected = histories(client, straight)
     assert_updates_were_not_trivial(expected)  # the comparisons below could fail
 
-    root = tmp_path / "killed"
-    process = train(root, "first", *signal_at(KILLED_AT, "SIGKILL"))
     output, _ = process.communicate(timeout=300)
     assert process.returncode == -9, output[-3000:]
     client, killed = only_run(root)
