@@ -16,7 +16,7 @@ from hydra.errors import InstantiationException
 from omegaconf import DictConfig
 
 from src.utils.config import build
-from src.utils.errors import UserError
+from src.utils.errors import UserError, unwrapped
 
 # the run's parts (`src.runs.parts.RunParts`), left open here: parts.py checks the settings,
 # which build these steps, so this module cannot import it
@@ -43,8 +43,8 @@ def before_grpo_steps(cfg: DictConfig) -> list[BeforeGrpo]:
         try:
             steps.append(build(node))
         except InstantiationException as error:
-            if isinstance(error.__cause__, UserError):
-                raise error.__cause__ from None
+            if isinstance(unwrapped(error), UserError):
+                raise unwrapped(error) from None
             raise
     return steps
 

@@ -13,10 +13,10 @@ from pathlib import Path
 from typing import Any
 
 from hydra.core.hydra_config import HydraConfig
-from hydra.core.override_parser.overrides_parser import OverridesParser
 from omegaconf import DictConfig, OmegaConf
 
 from src.grpo.settings import METHOD_KEYS
+from src.tracking.sweep import keyed_overrides
 from src.utils.config import plain
 from src.utils.resolvers import PROJECT_ROOT
 
@@ -76,7 +76,7 @@ def run_method(cfg: DictConfig) -> Method:
     choices = dict(hydra.runtime.choices) if hydra else {}
     lines = [str(line) for line in hydra.overrides.task] if hydra else []
     algo = str(choices.get("algo") or DEFAULT_ALGO)
-    typed = command_line_keys(lines)
+    typed = {key for key, _ in keyed_overrides(lines)}  # what the command line set
     experiment = choices.get("experiment")
     values = plain(cfg.algo)
     own = algo_file(algo) or {}
@@ -102,12 +102,6 @@ def log_method(loggers: list[Any], cfg: DictConfig) -> Method:
     for logger in loggers:
         logger.log_hyperparams(method.params())
     return method
-
-
-def command_line_keys(lines: list[str]) -> set[str]:
-    """The keys and groups the command line (or a sweep's job) set, prefixes left aside."""
-    overrides = OverridesParser.create().parse_overrides(lines)
-    return {override.get_key_element().lstrip("+~") for override in overrides}
 
 
 def chooser(algo: str, typed: bool, choices: dict[str, Any]) -> str:

@@ -102,8 +102,9 @@ def sweep_children(client: Any, experiment: str, sweep_id: str) -> list[Any]:
     ]
 
 
-def _key_values(overrides: list[str]) -> list[tuple[str, Any]]:
-    """(key, override) pairs, with '+'/'~' prefixes and `@package` suffixes left to the parser."""
+def keyed_overrides(overrides: list[str]) -> list[tuple[str, Any]]:
+    """(key, override) pairs of command-line overrides, the key without its '+'/'~' prefix and
+    `@package` suffix (the parser keeps those apart)."""
     return [(o.key_or_group, o) for o in OverridesParser.create().parse_overrides(overrides)]
 
 
@@ -111,7 +112,9 @@ def swept_keys(hydra_cfg: DictConfig) -> tuple[str, ...]:
     """The keys a multirun varies: sweep syntax on the command line (`a=1,2`, `range(..)`,
     `interval(..)`) and the sweeper's `params` (Optuna's search space, or the basic
     sweeper's), in order of first appearance."""
-    keys = [key for key, o in _key_values(list(hydra_cfg.overrides.task)) if o.is_sweep_override()]
+    keys = [
+        key for key, o in keyed_overrides(list(hydra_cfg.overrides.task)) if o.is_sweep_override()
+    ]
     keys += [str(key) for key in (hydra_cfg.sweeper.get("params") or {})]
     return tuple(dict.fromkeys(keys))
 
@@ -136,7 +139,7 @@ def current_job() -> Job | None:
         return None
     values = {
         key: o.get_value_element_as_str()
-        for key, o in _key_values(list(hydra_cfg.overrides.task))
+        for key, o in keyed_overrides(list(hydra_cfg.overrides.task))
         if key in sweep.swept
     }
     return Job(sweep, int(hydra_cfg.job.num), values, str(hydra_cfg.runtime.output_dir))
