@@ -23,6 +23,7 @@ from src.sft.warm_start import warm_start
 from src.utils import per_machine
 from src.utils.compose import compose_train_config
 from tests.helpers.dense_reward import OVERRIDES as DENSE_REWARD
+from tests.helpers.empty_store import with_empty_store
 
 # A run small enough for a 2-core CPU: no warm start, 2 prompts x 4 completions, 4 tokens,
 # and a reward the untrained model earns some of the time, so every update moves the weights.
@@ -72,7 +73,9 @@ def warm_tiny(models_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> lis
 
 @pytest.fixture
 def make_cfg(tmp_path: Path, models_dir: Path) -> Callable[..., DictConfig]:
-    """Compose `conf/train.yaml` with overrides, writing everything under tmp_path."""
+    """Compose `conf/train.yaml` with overrides, writing everything under tmp_path (whose
+    store starts as a copy of an empty one: `tests.helpers.empty_store`)."""
+    with_empty_store(tmp_path / "outputs")
 
     def make(*overrides: str, tiny: bool = True) -> DictConfig:
         return compose_train_config(

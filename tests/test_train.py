@@ -21,7 +21,7 @@ from src.train import train
 from src.utils.resolvers import PROJECT_ROOT
 from tests.helpers.command import command
 from tests.helpers.compare import greedy_answers
-from tests.helpers.mlflow_runs import history, only_run
+from tests.helpers.mlflow_runs import history, nothing_recorded, only_run
 
 STEP_METRICS = [
     "reward",
@@ -182,7 +182,7 @@ def test_bad_data_file_names_file_and_line(make_cfg, tmp_path, content, message)
         .replace("]", r"\]"),
     ):
         train(cfg)
-    assert not (tmp_path / "outputs" / "mlflow.db").exists()  # failed before anything was written
+    assert nothing_recorded(cfg)  # failed before anything was written
 
 
 def run_cli(*args: str, cwd=PROJECT_ROOT) -> subprocess.CompletedProcess:

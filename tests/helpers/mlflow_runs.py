@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import mlflow
@@ -30,3 +31,15 @@ def history(cfg: Any, run: mlflow.entities.Run, name: str) -> dict[int, float]:
     """step -> value of a metric of `run` (the last value where a step repeats)."""
     client = mlflow.MlflowClient(tracking_uri=cfg.paths.mlflow_uri)
     return {m.step: m.value for m in client.get_metric_history(run.info.run_id, name)}
+
+
+def nothing_recorded(cfg: Any) -> bool:
+    """Whether the config's store holds no experiment of its own and no run: absent, or the
+    empty store a test started from."""
+    database = Path(cfg.paths.mlflow_uri.removeprefix("sqlite:///"))
+    if not database.exists():
+        return True
+    client = mlflow.MlflowClient(tracking_uri=cfg.paths.mlflow_uri)
+    experiments = client.search_experiments()
+    ids = [experiment.experiment_id for experiment in experiments]
+    return [e.name for e in experiments] == ["Default"] and not client.search_runs(ids)

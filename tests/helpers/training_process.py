@@ -9,6 +9,7 @@ import sys
 
 from src.utils.resolvers import PROJECT_ROOT
 from tests.helpers.dense_reward import OVERRIDES as DENSE_REWARD
+from tests.helpers.empty_store import with_empty_store_for
 
 # The tiny model, no warm start, 2 prompts x 4 completions of at most 4 tokens per step, and a
 # reward the untrained model earns some of the time, so every update moves the weights.
@@ -21,7 +22,9 @@ TINY_RUN = [
 def start_training(*overrides: str, one_thread: bool = False) -> subprocess.Popen:
     """`python -m src.train overrides...`, output captured as text, no standard input.
     `one_thread`: every CPU operation in one thread, so sums add in one order whatever the
-    machine's load (runs compared to 1e-7 across processes)."""
+    machine's load (runs compared to 1e-7 across processes). A run given an output folder
+    finds a copy of an empty store there (`tests.helpers.empty_store`)."""
+    with_empty_store_for(overrides)
     threads = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"} if one_thread else {}
     return subprocess.Popen(
         [sys.executable, "-m", "src.train", *overrides],

@@ -20,6 +20,7 @@ from src.utils.errors import ConfigError
 from src.utils.resolvers import PROJECT_ROOT
 from tests.helpers.command import command
 from tests.helpers.compare import greedy_answers
+from tests.helpers.mlflow_runs import nothing_recorded
 
 # The tiny model on the shipped sample: 2 questions x 2 completions, a few tokens each.
 SMALL = [
@@ -107,7 +108,7 @@ def test_bad_rows_fail_before_any_model_loads(make_cfg, tmp_path):
     cfg = make_cfg("task=medmcqa", *SMALL, f"data.path={path}", "data.val_size=1")
     with pytest.raises(DataFileError, match=rf"{path}:3: cop=7 is out of range"):
         train(cfg)
-    assert not (tmp_path / "outputs" / "mlflow.db").exists()
+    assert nothing_recorded(cfg)
 
 
 def test_one_based_file_and_dropped_rows_are_recorded(make_cfg, tmp_path):

@@ -10,6 +10,7 @@ from src.runs.settings import check_hardware, check_settings
 from src.train import train
 from src.utils.compose import compose_train_config
 from src.utils.errors import ConfigError, MissingFileError
+from tests.helpers.mlflow_runs import nothing_recorded
 
 CASES = [
     ("algo.group_size=1", "algo.group_size must be >= 2"),
@@ -92,7 +93,7 @@ def test_bad_settings_fail_before_any_model_loads(
     with pytest.raises(ConfigError, match=message):
         train(cfg)
     assert not (tmp_path / "models").exists()  # the tiny model was never built nor loaded
-    assert not (tmp_path / "outputs" / "mlflow.db").exists()  # no run was opened
+    assert nothing_recorded(cfg)  # no run was opened
 
 
 @pytest.mark.parametrize(
