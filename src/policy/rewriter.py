@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import math
+import re
 import time
 from typing import Any
 
@@ -29,7 +30,7 @@ from src.utils.timing import phase
 
 log = logging.getLogger(__name__)
 LETTERS = "ABCD"
-QUERY_SOURCES = ("rewriter", "question", "expanded")
+QUERY_SOURCES = ("rewriter", "question", "question_options", "expanded")
 NO_SFT_TARGET = (  # a warm start asked for with nothing to teach
     "policy=rewriter has no gold queries to teach: set policy.sft_target (for example "
     "' {question}', the question as the query) or sft.enabled=false"
@@ -48,7 +49,11 @@ class Rewriter(Generator):
     rewriter's queries, their hits merged; `question`, the question itself and nothing sampled
     (the no-rewriter baseline of `python -m src.eval`); `expanded`, one search with the question
     followed by the rewriter's queries (query expansion: the rewriter adds words to the question,
-    and a completion with no readable query searches with the question alone).
+    and a completion with no readable query searches with the question alone);
+    `question_options`, the question followed by its options' texts and nothing sampled (the
+    second baseline of `python -m src.eval`). Each completion's detail says whether its query
+    copies the question (`copies_question`) and names an option (`names_option`), so that a
+    trained rewriter that only repeats the question shows as one.
     """
 
     def __init__(
@@ -147,8 +152,9 @@ class Rewriter(Generator):
         }
 
     def reads_completions(self) -> bool:
-        """The queries come from the completions, except with `query_source=question`."""
-        return self.query_source != "question"
+        """The queries come from the completions, except where the source is the question
+        (alone or with its options)."""
+        return self.query_source not in ("question", "question_options")
 
     def _plan_prompt(self, tokenizer: Any, text: str, chat: bool) -> str:
         """The planner's prompt for a filled `plan_template`: one user turn of the chat
@@ -206,6 +212,9 @@ class Rewriter(Generator):
                 "no_queries": not asked,
                 "gold_retrieved": bool(gold_text)
                 and any(gold_text in hit.document.content.lower() for hit in found),
+                "copies_question": bool(asked)
+                and all(copies_question(query, str(row["question"])) for query in asked),
+                "names_option": any(names_option(query, row) for query in asked),
             }
             if self.answer_mode == "likelihood":
                 detail["gold_probability"] = chance
@@ -213,9 +222,13 @@ class Rewriter(Generator):
         return Outcomes(letters, details)
 
     def queries(self, completion: str, row: dict[str, Any]) -> list[str]:
-        """The queries a completion asks (or the question, with `query_source=question`)."""
+        """The queries a completion asks (or the question, alone or followed by its options'
+        texts, where `query_source` says so)."""
         if self.query_source == "question":
             return [str(row["question"])]
+        if self.query_source == "question_options":
+            options = [str(row["options"][letter]) for letter in LETTERS]
+            return [" ".join([str(row["question"]), *options])]
         return parse_queries(self.response_prefix + completion, self.num_queries)
 
     def searches(self, queries: list[str], row: dict[str, Any]) -> list[str]:
@@ -264,6 +277,28 @@ class Rewriter(Generator):
             ]
         texts = frozen_generate(network, self.answerer, prompts, self.frozen_batch_size)
         return [first_letter(text) for text in texts], [None] * len(texts)
+
+
+def words(text: str) -> list[str]:
+    """The lower-cased words of `text`, punctuation dropped: what a lexical search compares."""
+    return re.findall(r"[a-z0-9]+", text.lower())
+
+
+def copies_question(query: str, question: str) -> bool:
+    """Whether `query` is the question or its start, word for word (cut where a token limit
+    cut it): a query that adds nothing the question lacks."""
+    asked, stem = words(query), words(question)
+    return bool(asked) and stem[: len(asked)] == asked
+
+
+def names_option(query: str, row: dict[str, Any]) -> bool:
+    """Whether `query` contains one of the row's option texts, word for word."""
+    asked = " " + " ".join(words(query)) + " "
+    return any(
+        f" {' '.join(words(str(option)))} " in asked
+        for option in (row.get("options") or {}).values()
+        if words(str(option))
+    )
 
 
 def option_probability(scores: list[float], index: int) -> float:

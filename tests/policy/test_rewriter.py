@@ -18,7 +18,7 @@ from src.data.mcq import mcq_row
 from src.grpo.module import GRPOModule
 from src.grpo.settings import AlgoSettings
 from src.model.causal_lm import load_causal_lm
-from src.policy.rewriter import Rewriter, first_letter
+from src.policy.rewriter import Rewriter, copies_question, first_letter, names_option
 from src.retrieval.corpus import Document
 from src.retrieval.hit import Hit
 from src.reward.combine import CombinedReward
@@ -206,6 +206,52 @@ def test_expanded_searches_the_question_followed_by_the_queries(tmp_path, lora_l
     assert retriever.calls == [[batch[0]["question"] + " spores toxin", batch[1]["question"]]]
     assert [d["queries"] for d in outcomes.details] == [["spores", "toxin"], []]
     assert [d["no_queries"] for d in outcomes.details] == [False, True]
+
+
+def test_the_question_with_its_options_is_one_query_and_samples_nothing(tmp_path, lora_lm):
+    from src.policy.episode import run_episode
+
+    retriever = FakeRetriever()
+    role = make_rewriter(tmp_path, retriever, query_source="question_options")
+    assert not role.reads_completions()
+    batch = rows()
+    role.prepare(lora_lm, batch)
+    reward = CombinedReward({"answer": lambda o, r: [float(bool(x)) for x in o]})
+    episode = run_episode(lora_lm, NoSampling(), role, reward, batch, 1, greedy=True)
+    options = "Vibrio cholerae Bacillus anthracis X Y"
+    assert retriever.calls == [[f"{row['question']} {options}" for row in batch]]
+    assert [d["names_option"] for d in episode.details] == [True, True]
+    assert [d["copies_question"] for d in episode.details] == [False, False]
+
+
+@pytest.mark.parametrize(
+    ("query", "copies"),
+    [
+        ("Anthrax is caused by?", True),
+        ("anthrax IS caused", True),  # the question's start, cut by the token limit
+        ("Anthrax is caused by Bacillus anthracis", False),  # adds words
+        ("caused by anthrax", False),  # the words in another order
+        ("", False),
+    ],
+)
+def test_a_query_copies_the_question_when_it_is_its_start_word_for_word(query, copies):
+    assert copies_question(query, "Anthrax is caused by?") is copies
+
+
+def test_a_query_names_an_option_when_it_holds_one_whole():
+    row = rows()[0]
+    assert names_option("spores of bacillus anthracis, gram positive", row)
+    assert not names_option("bacillus spores", row)  # part of an option
+    assert not names_option("Xylose", row)  # an option inside a word
+
+
+def test_each_query_is_reported_as_a_copy_or_not(tmp_path, lora_lm):
+    role = make_rewriter(tmp_path, FakeRetriever())
+    batch = rows()
+    role.prepare(lora_lm, batch)
+    outcomes = role.outcomes([" Anthrax is caused", " toxin of Vibrio cholerae"], batch, lora_lm)
+    assert [d["copies_question"] for d in outcomes.details] == [True, False]
+    assert [d["names_option"] for d in outcomes.details] == [False, True]
 
 
 def test_gold_retrieved_is_a_reward_term(tmp_path, lora_lm):

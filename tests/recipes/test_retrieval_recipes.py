@@ -26,7 +26,7 @@ REWRITER = [
     "trainer.max_steps=2",
     "trainer.val_check_interval=2",
 ]
-SAMPLE = Path(__file__).resolve().parents[2] / "src" / "data" / "samples" / "medqa_sample.jsonl"
+SAMPLE = Path(__file__).resolve().parents[2] / "src/data/samples/medqa_findings_sample.jsonl"
 READER = [
     "task=reader",
     "hardware=[cpu,lora]",
@@ -39,14 +39,14 @@ READER = [
 
 @pytest.fixture
 def rewriter(tmp_path) -> list[str]:
-    """The rewriter recipe on 24 of the sample's questions (planning all 170 takes a while)."""
+    """The rewriter recipe on 24 of its sample's questions (planning all 248 takes a while)."""
     path = tmp_path / "medqa.jsonl"
     path.write_text("\n".join(SAMPLE.read_text().splitlines()[:24]) + "\n")
     return [*REWRITER, f"data.path={path}"]
 
 
 @pytest.mark.slow
-def test_rewriter_trains_caches_and_evaluates_three_ways(make_cfg, tmp_path, rewriter):
+def test_rewriter_trains_caches_and_evaluates_four_ways(make_cfg, tmp_path, rewriter):
     cfg = make_cfg(*rewriter, f"save_model={tmp_path / 'rewriter'}")
     train(cfg)
     first = runs(cfg)[-1]
@@ -85,14 +85,20 @@ def test_rewriter_trains_caches_and_evaluates_three_ways(make_cfg, tmp_path, rew
         "eval.max_rows=4",
     )
     summaries = evaluate(eval_cfg)
-    assert list(summaries) == ["question", "base", "grpo"]
+    assert list(summaries) == ["question", "question_options", "base", "grpo"]
     records = [json.loads(line) for line in (tmp_path / "eval" / "eval_results.jsonl").open()]
-    assert len(records) == 3 * 4
+    assert len(records) == 4 * 4
     for record in records:
-        assert {"queries", "documents", "answer", "accuracy"} <= set(record)
+        assert {"queries", "documents", "answer", "accuracy", "copies_question"} <= set(record)
         if record["head"] == "question":
             assert record["queries"] == [record["question"]] and len(record["documents"]) == 1
-    assert "role/gold_retrieved" in summaries["question"]
+            assert record["copies_question"] and not record["names_option"]
+        if record["head"] == "question_options":
+            assert record["queries"][0].startswith(record["question"] + " ")
+            assert record["names_option"] and not record["copies_question"]
+    for head in summaries:
+        assert {"role/gold_retrieved", "role/copies_question"} <= set(summaries[head]), head
+    assert summaries["question"]["role/copies_question"] == 1.0
 
 
 @pytest.mark.slow
