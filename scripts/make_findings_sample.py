@@ -52,7 +52,7 @@ FINDINGS: dict[str, list[str]] = {
     "tachycardia": ["a pulse of 128/min", "a racing heartbeat"],
     "virilization": ["an enlarged clitoris with fused labial folds", "ambiguous genitalia"],
     "cataracts": ["cloudy lenses in both eyes", "absent red reflexes"],
-    "intellectual disability": ["delayed milestones", "learning far behind classmates"],
+    "intellectual disability": ["delayed milestones", "learning difficulties since childhood"],
     "seizures": ["episodes of generalized shaking", "convulsions"],
     "hyperammonemia": ["a plasma ammonia of 260 umol/L", "a high blood ammonia"],
     "hyperuricemia": ["a serum uric acid of 11 mg/dL", "high uric acid in the blood"],
@@ -74,7 +74,7 @@ FINDINGS: dict[str, list[str]] = {
     "bone pain": ["aching in the thighs and back", "deep pain in the long bones"],
     "musty odor": ["a mousy smell to the sweat and urine", "a strange smell of the urine"],
     "hypopigmentation": ["very fair skin and hair", "pale skin and blond hair unlike the parents"],
-    "vomiting": ["repeated throwing up", "emesis after every feed"],
+    "vomiting": ["repeated throwing up", "emesis after meals"],
     "encephalopathy": ["lethargy progressing to unresponsiveness", "drowsiness and poor feeding"],
     "self-mutilation": ["biting of the lips and fingertips", "chewing wounds on the fingers"],
     "dystonia": ["twisting involuntary movements", "sustained abnormal postures of the limbs"],
@@ -160,7 +160,10 @@ FINDINGS: dict[str, list[str]] = {
     ],
     "pleuritis": ["sharp chest pain on deep breathing", "chest pain that is worse on inspiration"],
     "hyporeflexia": ["absent ankle and knee jerks", "diminished tendon reflexes"],
-    "short stature": ["a height below the third percentile", "being the shortest in the class"],
+    "short stature": [
+        "a height below the third percentile",
+        "being much shorter than the rest of the family",
+    ],
     "webbed neck": [
         "extra skin folds at the sides of the neck",
         "a broad neck with loose lateral skin",
@@ -168,7 +171,10 @@ FINDINGS: dict[str, list[str]] = {
     "amenorrhea": ["no menstrual periods by age 16", "absent menses"],
     "coarctation": ["weak femoral pulses", "a blood pressure higher in the arms than the legs"],
     "gynecomastia": ["breast enlargement", "tender swelling under both nipples"],
-    "tall stature": ["a height above the 97th percentile", "being taller than all classmates"],
+    "tall stature": [
+        "a height above the 97th percentile",
+        "being taller than everyone in the family",
+    ],
     "infertility": ["no pregnancy after two years of trying", "a semen analysis without sperm"],
     "small testes": ["firm testes of 2 mL each", "testes smaller than expected"],
     "epicanthal folds": [
@@ -205,7 +211,7 @@ FINDINGS: dict[str, list[str]] = {
     "wheezing": ["whistling breath sounds", "noisy breathing out"],
     "murmur": ["an extra sound at the lower left sternal border", "a blowing sound over the heart"],
     "hematochezia": ["bright red blood in the stools", "blood mixed with stool"],
-    "confusion": ["disorientation to place and time", "not knowing where he is"],
+    "confusion": ["disorientation to place and time", "not knowing the date or the place"],
     "ataxia": ["an unsteady wide-based gait", "staggering when walking"],
     "ophthalmoplegia": ["weak eye movements", "eyes that do not move fully to the sides"],
     "dermatitis": ["a scaly rash on sun-exposed skin", "rough dark skin on the neck and hands"],
@@ -412,7 +418,7 @@ ANSWERS: dict[str, dict[str, list[str]]] = {
 }
 
 PEOPLE = ["man", "woman", "boy", "girl"]
-CHILD_KINDS = {"karyotype", "enzyme"}
+CHILDREN = {"karyotype": 1.0, "enzyme": 0.6}  # kind -> the share of its vignettes about a child
 OPENINGS = [
     "A {age}-year-old {person} is brought to the physician with {first}.",
     "A {age}-year-old {person} comes to the clinic because of {first}.",
@@ -423,8 +429,8 @@ MORE = [
     "Examination shows {rest}.",
     "There is also {rest}.",
     "Further evaluation shows {rest}.",
-    "The parents also report {rest}.",
 ]
+MORE_CHILD = "The parents also report {rest}."
 NOTES = [  # passages in the vignettes' words that answer nothing
     "Triage note: patients who come to the clinic with {form} are asked when it began, what "
     "makes it better or worse, and which medicines they take, and are examined before any "
@@ -441,7 +447,7 @@ def listed(items: list[str]) -> str:
 
 def vignette(kind: str, findings: list[str], rng: random.Random) -> str:
     """A question describing `findings` in the vignettes' words, at most one in the textbook's."""
-    child = kind in CHILD_KINDS and rng.random() < 0.6
+    child = rng.random() < CHILDREN.get(kind, 0.0)
     age = rng.randint(1, 12) if child else rng.randint(18, 75)
     person = rng.choice(PEOPLE[2:] if child else PEOPLE[:2])
     chosen = rng.sample(findings, k=min(len(findings), rng.choice([3, 4])))
@@ -450,7 +456,8 @@ def vignette(kind: str, findings: list[str], rng: random.Random) -> str:
         finding if i == leak else rng.choice(FINDINGS[finding]) for i, finding in enumerate(chosen)
     ]
     opening = rng.choice(OPENINGS).format(age=age, person=person, first=listed(forms[:2]))
-    rest = rng.choice(MORE).format(rest=listed(forms[2:])) if forms[2:] else ""
+    more = rng.choice([*MORE, MORE_CHILD] if child else MORE)
+    rest = more.format(rest=listed(forms[2:])) if forms[2:] else ""
     return " ".join(part for part in (opening, rest, KINDS[kind][0]) if part)
 
 
