@@ -16,6 +16,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from src.tracking.store import ensure_store
+from src.tracking.sweep import keyed_overrides
 
 DATABASE = "mlflow.db"  # the store's file under paths.output_root (conf/paths/default.yaml)
 
@@ -39,6 +40,7 @@ def with_empty_store(folder: Path) -> None:
 def with_empty_store_for(overrides: Iterable[str]) -> None:
     """The same for the output folder a run's command-line overrides name, when they name
     one and leave the store where it is by default."""
-    settings = dict(item.split("=", 1) for item in overrides if "=" in item)
+    assigned = [item for item in overrides if "=" in item]  # not flags such as -m
+    settings = {key: override.value() for key, override in keyed_overrides(assigned)}
     if "paths.output_root" in settings and "paths.mlflow_uri" not in settings:
         with_empty_store(Path(settings["paths.output_root"]))

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import mlflow
+
+from src.tracking.store import sqlite_file
 
 
 def runs_in(tracking_uri: str, experiment: str) -> list[mlflow.entities.Run]:
@@ -36,8 +37,8 @@ def history(cfg: Any, run: mlflow.entities.Run, name: str) -> dict[int, float]:
 def nothing_recorded(cfg: Any) -> bool:
     """Whether the config's store holds no experiment of its own and no run: absent, or the
     empty store a test started from."""
-    database = Path(cfg.paths.mlflow_uri.removeprefix("sqlite:///"))
-    if not database.exists():
+    database = sqlite_file(cfg.paths.mlflow_uri)
+    if database is None or not database.exists():
         return True
     client = mlflow.MlflowClient(tracking_uri=cfg.paths.mlflow_uri)
     experiments = client.search_experiments()

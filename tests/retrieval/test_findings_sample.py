@@ -4,34 +4,19 @@ passage in BM25's top 3, the question with its options more often, the answer ne
 
 from __future__ import annotations
 
-import importlib.util
 import json
-from types import ModuleType
+import random
 
-import pytest
-
-from src.utils.resolvers import PROJECT_ROOT
+from scripts import make_findings_sample as script
 
 
-@pytest.fixture(scope="module")
-def script() -> ModuleType:
-    path = PROJECT_ROOT / "scripts" / "make_findings_sample.py"
-    spec = importlib.util.spec_from_file_location("make_findings_sample", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-def test_the_shipped_files_are_what_the_script_writes(script):
-    import random
-
+def test_the_shipped_files_are_what_the_script_writes():
     rows = script.questions(random.Random(script.SEED))
     assert [json.loads(line) for line in script.SAMPLE.open()] == rows
     assert [json.loads(line) for line in script.CORPUS.open()] == script.corpus()
 
 
-def test_no_vignette_names_its_answer_and_every_option_has_a_passage(script):
+def test_no_vignette_names_its_answer_and_every_option_has_a_passage():
     titles = {json.loads(line)["title"] for line in script.CORPUS.open()}
     for line in script.SAMPLE.open():
         row = json.loads(line)
@@ -40,7 +25,7 @@ def test_no_vignette_names_its_answer_and_every_option_has_a_passage(script):
         assert set(row["options"].values()) <= titles
 
 
-def test_the_question_alone_seldom_finds_its_passage(script):
+def test_the_question_alone_seldom_finds_its_passage():
     rows = [json.loads(line) for line in script.SAMPLE.open()]
     shares = script.recall(rows, 3)
     assert shares["question"] <= 0.5
