@@ -7,6 +7,12 @@ import os
 # Tests never reach a model hub: fail at once instead of retrying for a minute. Set before
 # transformers is imported, which reads it once.
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
+# Under `pytest -n N` (pytest-xdist) each worker gets its share of the cores, it and the
+# training processes it starts, so N workers never ask for more threads than there are cores.
+if "PYTEST_XDIST_WORKER_COUNT" in os.environ:
+    _share = str(max(1, (os.cpu_count() or 1) // int(os.environ["PYTEST_XDIST_WORKER_COUNT"])))
+    for _variable in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+        os.environ.setdefault(_variable, _share)
 
 from collections.abc import Callable, Iterator
 from pathlib import Path

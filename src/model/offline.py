@@ -99,31 +99,37 @@ def file_stamps(folder: Path) -> tuple[tuple[str, int, int], ...]:
 def convert_gguf(package: str, gguf_file: str, folder: str | Path) -> Path:
     """Dequantize `gguf_file` from `package` into a plain HF folder, once; return the folder.
     A folder whose files are not those the conversion wrote (a truncated or edited weight
-    file) is reported in one WARNING and converted again."""
+    file) is reported in one WARNING and converted again, once the GGUF file is found."""
     folder = Path(folder)
-    if folder.is_dir():
-        wrong = damage(folder)
-        if wrong is None:
-            return folder
-        log.warning("The converted model at %s is damaged (%s): converting it again", folder, wrong)
-        shutil.rmtree(folder)
+    wrong = damage(folder) if folder.is_dir() else None
+    if folder.is_dir() and wrong is None:
+        return folder
     source = package_folder(package)
     if not (source / gguf_file).is_file():
         raise FileNotFoundError(f"{source / gguf_file}: GGUF file not found in package {package}")
+    if wrong is not None:
+        log.warning("The converted model at %s is damaged (%s): converting it again", folder, wrong)
+        shutil.rmtree(folder)
+    log.info("Converting %s to a plain HF folder at %s (once)", source / gguf_file, folder)
+    with published_folder(folder) as partial:
+        dequantize(source, gguf_file, partial)
+        (partial / MANIFEST).write_text(json.dumps(file_digests(partial), indent=1))
+    return folder
+
+
+def dequantize(source: Path, gguf_file: str, folder: Path) -> None:
+    """Write the network and tokenizer of `source / gguf_file` into `folder` as a plain HF
+    model: float weights, no quantization config."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    log.info("Converting %s to a plain HF folder at %s (once)", source / gguf_file, folder)
     tokenizer = AutoTokenizer.from_pretrained(source, gguf_file=gguf_file)
     network = AutoModelForCausalLM.from_pretrained(source, gguf_file=gguf_file)
     # The weights are dequantized floats now; forget the GGUF origin so they can be saved.
     network.hf_quantizer = None
     if hasattr(network.config, "quantization_config"):
         del network.config.quantization_config
-    with published_folder(folder) as partial:
-        network.save_pretrained(partial)
-        tokenizer.save_pretrained(partial)
-        (partial / MANIFEST).write_text(json.dumps(file_digests(partial), indent=1))
-    return folder
+    network.save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
 
 
 def resolve_pretrained(

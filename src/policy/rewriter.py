@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 import math
 import re
+import string
 import time
 from typing import Any
 
@@ -107,8 +108,15 @@ class Rewriter(Generator):
     # ----------------------------------------------------------------------------- plans
     def prepare(self, network: AdaptedNetwork, rows: list[dict[str, Any]]) -> dict[str, float]:
         """Give every row its `plan`: from the cache, or from the frozen planner in batches (then
-        cached). Returns the cache hits, the plans generated, those not JSON, and the seconds."""
+        cached). Returns the cache hits, the plans generated, those not JSON, and the seconds.
+        Where neither the rewriter's prompt nor the generator's reads `{plan}`, nothing is
+        planned and every plan is empty."""
         started = time.perf_counter()
+        if not self.reads_plans():
+            log.info("No prompt reads {plan}: the frozen planner is not asked")
+            for row in rows:
+                row["plan"] = ""
+            return {"planner/generated": 0.0, "timing/planner": time.perf_counter() - started}
         chat = self._uses_chat(network.tokenizer)  # the planner is asked as the rewriter is
         # how the prompt is framed is part of what the plans depend on, so of the cache's name
         framing = f"{self.plan_template}\x00chat={chat}\x00prefix={self.plan_prefix}"
@@ -150,6 +158,14 @@ class Rewriter(Generator):
             "planner/not_json": float(not_json),
             "timing/planner": seconds,
         }
+
+    def reads_plans(self) -> bool:
+        """Whether `template` or `answer_template` names the field `plan`."""
+        return any(
+            name == "plan"
+            for pattern in (self.template, self.answer_template)
+            for _, name, _, _ in string.Formatter().parse(pattern)
+        )
 
     def reads_completions(self) -> bool:
         """The queries come from the completions, except where the source is the question

@@ -62,12 +62,14 @@ def make_rewriter(tmp_path, retriever=None, **settings) -> Rewriter:
         planner=HFSampler(max_completion_length=4),
         answerer=HFSampler(max_completion_length=4),
         plan_template="Plan: {question}",
-        answer_template="{documents}\nQ: {question}\n{options_text}\nAnswer:",
         plan_cache_dir=str(tmp_path / "plans"),
         plan_model="tiny",
-        template="{question}\n{plan}\nQueries:",
-        response_prefix="1.",
-        **settings,
+        **{
+            "template": "{question}\n{plan}\nQueries:",
+            "answer_template": "{documents}\nQ: {question}\n{options_text}\nAnswer:",
+            "response_prefix": "1.",
+            **settings,
+        },
     )
 
 
@@ -89,6 +91,21 @@ def test_plans_are_generated_once_then_read_from_the_cache(tmp_path, lora_lm, mo
     figures = again.prepare(lora_lm, second)
     assert figures["planner/generated"] == 0 and figures["planner/cache_hits"] == 2
     assert [row["plan"] for row in second] == [row["plan"] for row in first]
+
+
+def test_nothing_is_planned_where_no_prompt_reads_the_plan(tmp_path, lora_lm, monkeypatch):
+    role = make_rewriter(tmp_path, template="{question}\n{options_text}\nQuery:")
+    monkeypatch.setattr(
+        "src.policy.rewriter.frozen_generate", lambda *a, **k: pytest.fail("planned")
+    )
+    batch = rows()
+    assert role.prepare(lora_lm, batch)["planner/generated"] == 0
+    assert [row["plan"] for row in batch] == ["", ""]
+    assert not (tmp_path / "plans").exists()
+    assert make_rewriter(tmp_path).reads_plans()  # the default template reads it
+    assert make_rewriter(
+        tmp_path, template="{question}", answer_template="{plan}\n{documents}"
+    ).reads_plans()
 
 
 def test_a_plan_cache_cut_short_loses_only_its_broken_line(tmp_path, lora_lm):
