@@ -36,6 +36,9 @@ def mlflow_server(
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,
             start_new_session=True,
+            # no job runners (MLflow's scheduled and GenAI jobs): five processes the tests
+            # never use, each importing MLflow while the server starts
+            env={**os.environ, "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"},
         )  # fmt: skip
         address = f"http://127.0.0.1:{port}"
         try:
