@@ -282,10 +282,11 @@ class GRPOModule(L.LightningModule):
         )
 
     def loss_mask(self, rollout: Rollout) -> Tensor:
-        """[N, T] the tokens the loss counts: every completion token, less those of completions
-        cut at the length limit when `mask_truncated_completions` is set (TRL's; DAPO's
-        overlong filtering). Those completions still count in their group's baseline."""
-        mask = rollout.completion_mask
+        """[N, T] the tokens the loss counts: every completion token the policy wrote (not
+        those a search inserted), less those of completions cut at the length limit when
+        `mask_truncated_completions` is set (TRL's; DAPO's overlong filtering). Those
+        completions still count in their group's baseline."""
+        mask = rollout.action_mask
         if not self.settings.mask_truncated_completions:
             return mask
         return mask * (~rollout.is_clipped).to(mask.device).unsqueeze(1).to(mask.dtype)
@@ -423,7 +424,7 @@ class GRPOModule(L.LightningModule):
         sampler_weights, sampler_metrics = None, {}
         if self.corrects_sampler(rollout):
             sampler_weights, sampler_metrics = sampler_correction(
-                old, part.sampler_logps, part.completion_mask, self.settings.sampler_is_cap
+                old, part.sampler_logps, part.action_mask, self.settings.sampler_is_cap
             )
         if plan.entropy_threshold is not None:  # only the high-entropy tokens' policy term
             kept = (entropy >= plan.entropy_threshold).to(logps.dtype)
@@ -453,7 +454,7 @@ class GRPOModule(L.LightningModule):
                 self.settings.sapo_temperature_neg,
             ),
         )
-        part_mask = part.completion_mask.to(entropy.dtype)
+        part_mask = part.action_mask.to(entropy.dtype)
         part_tokens = part_mask.sum()
         metrics["entropy"] = (entropy * part_mask).sum() / part_tokens.clamp(min=1)
         metrics["mean_log_prob"] = (logps.detach() * part_mask).sum() / part_tokens.clamp(min=1)

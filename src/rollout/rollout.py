@@ -25,11 +25,23 @@ class Rollout:
     # [N, T] the denoising step that drew each token (a masked model's sampler, in steps);
     # None: every token at once
     reveal_steps: Tensor | None = None
+    # [N, T] 1 on tokens the environment inserted into the completion (a search's passages):
+    # context the policy reads, not actions it took; None: the policy wrote every token
+    inserted_mask: Tensor | None = None
 
     @property
     def lengths(self) -> Tensor:
         """Number of counted completion tokens per row, EOS included."""
         return self.completion_mask.sum(dim=1)
+
+    @property
+    def action_mask(self) -> Tensor:
+        """[N, T] 1 on the completion tokens the policy wrote: the completion mask less the
+        inserted tokens. The loss, the KL, the entropy and the token counts that normalise
+        them see only these; the inserted tokens are read as context."""
+        if self.inserted_mask is None:
+            return self.completion_mask
+        return self.completion_mask * (1 - self.inserted_mask.to(self.completion_mask.dtype))
 
     def select(self, rows: Tensor) -> Rollout:
         """The rollout restricted to `rows` (a boolean mask), without the padding columns that
@@ -48,6 +60,7 @@ class Rollout:
             completions=[self.completions[i] for i in index.tolist()],
             sampler_logps=None if self.sampler_logps is None else self.sampler_logps[index, :width],
             reveal_steps=None if self.reveal_steps is None else self.reveal_steps[index, :width],
+            inserted_mask=None if self.inserted_mask is None else self.inserted_mask[index, :width],
         )
 
 
@@ -64,6 +77,7 @@ def join_rollouts(rollouts: list[Rollout], pad_token_id: int) -> Rollout:
 
     sampler_logps = [part.sampler_logps for part in rollouts]
     reveal_steps = [part.reveal_steps for part in rollouts]
+    inserted = [part.inserted_mask for part in rollouts]
     return Rollout(
         prompt_ids=torch.cat(
             [padded(p.prompt_ids, prompt_width, pad_token_id, True) for p in rollouts]
@@ -91,6 +105,19 @@ def join_rollouts(rollouts: list[Rollout], pad_token_id: int) -> Rollout:
                     False,
                 )
                 for part, steps in zip(rollouts, reveal_steps, strict=True)
+            ]
+        ),
+        inserted_mask=None
+        if all(mask is None for mask in inserted)
+        else torch.cat(
+            [
+                padded(
+                    torch.zeros_like(part.completion_mask) if mask is None else mask,
+                    completion_width,
+                    0,
+                    False,
+                )
+                for part, mask in zip(rollouts, inserted, strict=True)
             ]
         ),
     )
