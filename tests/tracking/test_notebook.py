@@ -25,6 +25,7 @@ def test_notebook_is_stored_without_outputs():
 
 
 @pytest.mark.slow
+@pytest.mark.xdist_group("six_job_sweep")  # one worker of `pytest -n N` makes the sweep
 def test_notebook_plots_and_tabulates_the_sweep(six_job_sweep, tmp_path, monkeypatch):
     monkeypatch.setenv("EXPERIMENT", "arithmetic")
     monkeypatch.setenv("MLFLOW_TRACKING_URI", six_job_sweep.tracking_uri)

@@ -29,6 +29,7 @@ def parent_and_children(store: SweepStore, experiment: str = "arithmetic"):
 
 
 @pytest.mark.slow
+@pytest.mark.xdist_group("six_job_sweep")  # one worker of `pytest -n N` makes the sweep
 def test_six_job_sweep_leaves_six_children_and_a_parent(six_job_sweep):
     parent, children = parent_and_children(six_job_sweep)
     sweep_id = parent.data.tags["sweep_id"]
