@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import torch
+from torch import Tensor
 
 from src.model.fast.decoding import decoding_steps
 from src.model.network import DecodedNetwork
@@ -46,12 +47,18 @@ class HFSampler:
         """Nothing to do: sampling runs the trained network itself."""
 
     @torch.no_grad()
-    def sample(
-        self, lm: DecodedNetwork, prompts: list[str], group_size: int, greedy: bool = False
-    ) -> Rollout:
-        """G completions for each prompt; greedy decoding for evaluation."""
-        tokenizer = lm.tokenizer
-        encoded = lm.encode_prompts(prompts)
+    def new_tokens(
+        self,
+        lm: DecodedNetwork,
+        input_ids: Tensor,
+        attention_mask: Tensor,
+        group_size: int,
+        max_new_tokens: int,
+        greedy: bool = False,
+    ) -> Tensor:
+        """[B * G, <= max_new_tokens] tokens drawn after each of the B left-padded token
+        prompts, G rows per prompt, pad after each row's first EOS (what `sample` decodes, and
+        a multi-turn rollout's every turn)."""
         sampling = (
             Sampling(greedy=True)
             if greedy
@@ -60,28 +67,44 @@ class HFSampler:
                 top_p=self.top_p,
                 top_k=self.top_k,
                 repetition_penalty=self.repetition_penalty,
-                min_new_tokens=self.min_completion_length,
+                min_new_tokens=min(self.min_completion_length, max_new_tokens),
             )
         )
         was_training = lm.network.training
         lm.network.eval()
-        rows = len(prompts) * group_size
+        rows = input_ids.size(0) * group_size
         try:
             with decoding_steps(
                 lm.network, rows, lm.keeps_few_logits, self.fused_steps, self.packed_weights
             ) as steps:
-                completion_ids = decode(
+                return decode(
                     steps,
-                    encoded["input_ids"],
-                    encoded["attention_mask"],
+                    input_ids,
+                    attention_mask,
                     group_size,
-                    self.max_completion_length,
+                    max_new_tokens,
                     lm.eos_token_ids,
-                    tokenizer.pad_token_id,
+                    lm.tokenizer.pad_token_id,
                     sampling,
                 )
         finally:
             lm.network.train(was_training)
+
+    @torch.no_grad()
+    def sample(
+        self, lm: DecodedNetwork, prompts: list[str], group_size: int, greedy: bool = False
+    ) -> Rollout:
+        """G completions for each prompt; greedy decoding for evaluation."""
+        tokenizer = lm.tokenizer
+        encoded = lm.encode_prompts(prompts)
+        completion_ids = self.new_tokens(
+            lm,
+            encoded["input_ids"],
+            encoded["attention_mask"],
+            group_size,
+            self.max_completion_length,
+            greedy,
+        )
         prompt_ids = encoded["input_ids"].repeat_interleave(group_size, dim=0)
         prompt_mask = encoded["attention_mask"].repeat_interleave(group_size, dim=0)
         mask, clipped = completion_mask(completion_ids, lm.eos_token_ids)

@@ -1,0 +1,226 @@
+"""A rollout in turns (Search-R1's): a completion may search by writing
+`<search>QUERY</search>`; the row pauses at the closing tag, the tool's answer is inserted as
+`<information>...</information>`, and the row goes on from there, until `</answer>`, its EOS,
+its searches or its token budget run out.
+
+    prompt --G rows, one read of the prompt--> turn 1 ... </search>
+           --tool(QUERY)--> <information>passages</information>   (inserted: context, no action)
+           --that row alone--> turn 2 ... </answer>
+
+The inserted tokens are marked in `Rollout.inserted_mask`: the policy's log-probs are taken with
+them in context, and the loss never counts them. `max_completion_length` bounds the tokens the
+policy writes, over all its turns; the inserted ones come on top.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import torch
+from torch import Tensor
+
+from src.model.network import DecodedNetwork
+from src.rollout.rollout import Rollout
+
+
+class Tool(Protocol):
+    """What a search calls: the text to insert for each query (a retriever's passages)."""
+
+    def __call__(self, queries: list[str]) -> list[str]:
+        """One text per query, in order."""
+        ...
+
+
+class TurnSampler(Protocol):
+    """A sampler that draws tokens after token prompts (`HFSampler`): what each turn runs."""
+
+    temperature: float  # sampling temperature; log-probs are taken at the same one
+    max_completion_length: int  # tokens the policy writes per completion, all turns together
+
+    def new_tokens(
+        self,
+        lm: DecodedNetwork,
+        input_ids: Tensor,
+        attention_mask: Tensor,
+        group_size: int,
+        max_new_tokens: int,
+        greedy: bool = False,
+    ) -> Tensor:
+        """[B * G, <= max_new_tokens] tokens after each left-padded prompt, pad after EOS."""
+        ...
+
+    def sync(self, lm: DecodedNetwork) -> None:
+        """Make the next samples come from the network's current weights."""
+        ...
+
+
+@dataclass(frozen=True)
+class Tags:
+    """How a completion searches and answers, and how a search's answer is inserted."""
+
+    search_open: str = "<search>"
+    search_close: str = "</search>"  # a row pauses here and its query is searched
+    answer_close: str = "</answer>"  # a row ends here
+    information: str = "\n<information>{text}</information>\n"  # the inserted text
+
+
+@dataclass
+class Row:
+    """One completion being written: its tokens so far, which of them were inserted, and its
+    state."""
+
+    tokens: list[int] = field(default_factory=list)
+    inserted: list[int] = field(default_factory=list)
+    written: int = 0  # tokens the policy wrote
+    searches: int = 0
+    query: str | None = None  # the query waiting for the tool
+    done: bool = False
+    clipped: bool = False  # ended by the token budget, no EOS or answer
+
+
+def first_mark(tokenizer: Any, tokens: list[int], marks: list[str]) -> tuple[int, str | None]:
+    """The fewest leading `tokens` whose text holds one of `marks`, and which mark;
+    (len(tokens), None) where the text holds none."""
+    text = tokenizer.decode(tokens, skip_special_tokens=True)
+    if not any(mark in text for mark in marks):
+        return len(tokens), None
+    for count in range(1, len(tokens) + 1):
+        text = tokenizer.decode(tokens[:count], skip_special_tokens=True)
+        found = [mark for mark in marks if mark in text]
+        if found:
+            return count, min(found, key=text.index)
+    return len(tokens), None  # unreachable: the whole text holds a mark
+
+
+def query_of(turn_text: str, tags: Tags) -> str:
+    """The query of a turn that ends in `tags.search_close`: after the last opening tag (the
+    whole turn where there is none), whitespace trimmed."""
+    before = turn_text[: turn_text.index(tags.search_close)]
+    if tags.search_open in before:
+        before = before[before.rindex(tags.search_open) + len(tags.search_open) :]
+    return before.strip()
+
+
+class MultiTurnSampler:
+    """A `Sampler` whose completions may search (module docstring): `turns` draws each turn's
+    tokens, `tool` answers the queries, at most `max_searches` searches per completion (a
+    closing tag after that is plain text)."""
+
+    def __init__(
+        self, turns: TurnSampler, tool: Tool, max_searches: int = 2, tags: Tags | None = None
+    ) -> None:
+        if max_searches < 0:
+            raise ValueError(f"policy.max_searches must be >= 0, got {max_searches}")
+        self.turns = turns
+        self.tool = tool
+        self.max_searches = max_searches
+        self.tags = tags or Tags()
+        self.temperature = turns.temperature
+        self.max_completion_length = turns.max_completion_length
+
+    def sync(self, lm: DecodedNetwork) -> None:
+        """What the turn sampler does after an optimizer step."""
+        self.turns.sync(lm)
+
+    @torch.no_grad()
+    def sample(
+        self, lm: DecodedNetwork, prompts: list[str], group_size: int, greedy: bool = False
+    ) -> Rollout:
+        """G completions for each prompt, each in as many turns as its searches; the first
+        turn reads each prompt once for its G rows, the later ones run each row alone."""
+        encoded = lm.encode_prompts(prompts)
+        prompt_ids = encoded["input_ids"].repeat_interleave(group_size, dim=0)
+        prompt_mask = encoded["attention_mask"].repeat_interleave(group_size, dim=0)
+        budget = self.max_completion_length
+        rows = [Row() for _ in range(prompt_ids.size(0))]
+        drawn = self.turns.new_tokens(
+            lm, encoded["input_ids"], encoded["attention_mask"], group_size, budget, greedy
+        )
+        self._take(lm, rows, list(range(len(rows))), drawn)
+        while waiting := [i for i, row in enumerate(rows) if row.query is not None]:
+            answers = self.tool([rows[i].query or "" for i in waiting])
+            for i, text in zip(waiting, answers, strict=True):
+                row = rows[i]
+                inserted = lm.tokenizer(
+                    self.tags.information.format(text=text), add_special_tokens=False
+                )["input_ids"]
+                row.tokens += inserted
+                row.inserted += [1] * len(inserted)
+                row.query = None
+                if row.written >= budget:
+                    row.done, row.clipped = True, True
+            going = [i for i in waiting if not rows[i].done]
+            if not going:
+                break
+            contexts = [
+                prompt_ids[i][prompt_mask[i].bool()].tolist() + rows[i].tokens for i in going
+            ]
+            ids, mask = left_padded(contexts, lm.tokenizer.pad_token_id)
+            room = max(budget - rows[i].written for i in going)
+            drawn = self.turns.new_tokens(lm, ids, mask, 1, room, greedy)
+            self._take(lm, rows, going, drawn)
+        return self._rollout(lm, rows, prompt_ids, prompt_mask)
+
+    def _take(self, lm: DecodedNetwork, rows: list[Row], which: list[int], drawn: Tensor) -> None:
+        """Add each row's new turn (row `which[j]` drew `drawn[j]`): up to its EOS, its budget,
+        its answer's end (then it is done) or its query's end (then it waits for the tool)."""
+        eos = set(lm.eos_token_ids)
+        for j, i in enumerate(which):
+            row = rows[i]
+            tokens = drawn[j].tolist()[: self.max_completion_length - row.written]
+            ended = next((k for k, token in enumerate(tokens) if token in eos), None)
+            if ended is not None:
+                tokens = tokens[: ended + 1]
+            marks = [self.tags.answer_close]
+            if row.searches < self.max_searches:
+                marks.append(self.tags.search_close)
+            cut, mark = first_mark(lm.tokenizer, tokens, marks)
+            tokens = tokens[:cut]
+            row.tokens += tokens
+            row.inserted += [0] * len(tokens)
+            row.written += len(tokens)
+            if mark == self.tags.search_close:
+                text = lm.tokenizer.decode(tokens, skip_special_tokens=True)
+                row.query = query_of(text, self.tags)
+                row.searches += 1
+            else:
+                row.done = True
+                row.clipped = mark is None and ended is None
+
+    def _rollout(
+        self, lm: DecodedNetwork, rows: list[Row], prompt_ids: Tensor, prompt_mask: Tensor
+    ) -> Rollout:
+        """The rows as one rollout: completions right-padded, the inserted tokens marked."""
+        pad = lm.tokenizer.pad_token_id
+        width = max(1, max(len(row.tokens) for row in rows))
+        ids = torch.full((len(rows), width), pad, dtype=torch.long)
+        mask = torch.zeros(len(rows), width, dtype=torch.long)
+        inserted = torch.zeros(len(rows), width, dtype=torch.long)
+        for i, row in enumerate(rows):
+            n = len(row.tokens)
+            ids[i, :n] = torch.tensor(row.tokens, dtype=torch.long)
+            mask[i, :n] = 1
+            inserted[i, :n] = torch.tensor(row.inserted, dtype=torch.long)
+        device = prompt_ids.device
+        return Rollout(
+            prompt_ids=prompt_ids,
+            prompt_mask=prompt_mask,
+            completion_ids=ids.to(device),
+            completion_mask=mask.to(device),
+            is_clipped=torch.tensor([row.clipped for row in rows], device=device),
+            completions=lm.tokenizer.batch_decode(ids, skip_special_tokens=True),
+            inserted_mask=inserted.to(device),
+        )
+
+
+def left_padded(rows: list[list[int]], pad_token_id: int) -> tuple[Tensor, Tensor]:
+    """Token rows as one left-padded batch [N, max length] and its attention mask."""
+    width = max(len(row) for row in rows)
+    ids = torch.full((len(rows), width), pad_token_id, dtype=torch.long)
+    mask = torch.zeros(len(rows), width, dtype=torch.long)
+    for i, row in enumerate(rows):
+        if row:
+            ids[i, width - len(row) :] = torch.tensor(row, dtype=torch.long)
+            mask[i, width - len(row) :] = 1
+    return ids, mask

@@ -1,0 +1,158 @@
+"""The multi-turn rollout with a scripted turn sampler: where rows pause and end, what is
+inserted and marked, the limits, and how the rows of a group part after their first search."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from src.rollout.multi_turn import MultiTurnSampler, Tags, first_mark, query_of
+
+INFO = Tags().information
+
+
+class ScriptedTurns:
+    """Continues each context with the text `script(context, row)` says, then EOS when the
+    text ends with '$' ('$' itself is not written); records every call."""
+
+    temperature = 1.0
+
+    def __init__(self, script, max_completion_length: int = 200) -> None:
+        self.script = script
+        self.max_completion_length = max_completion_length
+        self.calls: list[tuple[list[str], int, int]] = []
+
+    def sync(self, lm) -> None:
+        pass
+
+    def new_tokens(self, lm, input_ids, attention_mask, group_size, max_new_tokens, greedy=False):
+        tokenizer = lm.tokenizer
+        contexts = [
+            tokenizer.decode(ids[mask.bool()].tolist(), skip_special_tokens=True)
+            for ids, mask in zip(input_ids, attention_mask, strict=True)
+        ]
+        self.calls.append((contexts, group_size, max_new_tokens))
+        rows = []
+        for context in contexts:
+            for g in range(group_size):
+                text = self.script(context, g)
+                ids = tokenizer(text.rstrip("$"), add_special_tokens=False)["input_ids"]
+                rows.append(ids + lm.eos_token_ids[:1] if text.endswith("$") else ids)
+        rows = [row[:max_new_tokens] for row in rows]
+        width = max(len(row) for row in rows)
+        pad = tokenizer.pad_token_id
+        return torch.tensor([row + [pad] * (width - len(row)) for row in rows])
+
+
+class Library:
+    """A tool that answers query q with 'about q', and records the queries."""
+
+    def __init__(self) -> None:
+        self.asked: list[list[str]] = []
+
+    def __call__(self, queries: list[str]) -> list[str]:
+        self.asked.append(list(queries))
+        return [f"about {query}" for query in queries]
+
+
+def script(context: str, row: int) -> str:
+    """Row 0 of a group searches once then answers; row 1 answers at once; row 2 searches, then
+    searches again, then answers; row 3 writes on past its budget. A later turn (one row at a
+    time) knows its row by the turns before it, in its context."""
+    if "<search>step" in context:
+        searches = context.count("<information>")
+        return f"<search>step {searches}</search>" if searches < 2 else "<answer>C</answer>$"
+    if "<search> cause" in context:
+        return " <answer>B</answer> more$"
+    first = ["<search> cause </search> junk", "<answer>A</answer>$", "<search>step 0</search>"]
+    return (first + ["x" * 500])[row]
+
+
+def test_rows_pause_at_a_search_get_the_tools_text_and_end_at_their_answer(tiny_lm):
+    turns, tool = ScriptedTurns(script, max_completion_length=70), Library()
+    rollout = MultiTurnSampler(turns, tool, max_searches=2).sample(tiny_lm, ["Q?"], 4)
+    texts = rollout.completions
+    assert texts[0] == "<search> cause </search>" + INFO.format(text="about cause") + (
+        " <answer>B</answer>"
+    )  # paused at the closing tag (" junk" never written), ended at the answer (" more" cut)
+    assert texts[1] == "<answer>A</answer>"
+    assert texts[2] == (
+        "<search>step 0</search>" + INFO.format(text="about step 0")
+        + "<search>step 1</search>" + INFO.format(text="about step 1") + "<answer>C</answer>"
+    )  # fmt: skip
+    assert texts[3] == "x" * 70  # the budget: 70 written tokens
+    assert rollout.is_clipped.tolist() == [False, False, False, True]
+    assert tool.asked == [["cause", "step 0"], ["step 1"]]
+    # every inserted token is marked and no other; the written ones stay within the budget
+    tokenizer = tiny_lm.tokenizer
+    for row in range(4):
+        ids = rollout.completion_ids[row][rollout.completion_mask[row].bool()]
+        marked = rollout.inserted_mask[row][rollout.completion_mask[row].bool()].bool()
+        inserted = tokenizer.decode(ids[marked].tolist())
+        wanted = {0: ["about cause"], 2: ["about step 0", "about step 1"]}.get(row, [])
+        assert inserted == "".join(INFO.format(text=text) for text in wanted)
+        assert rollout.action_mask[row].sum() <= 70
+
+
+def test_the_group_reads_its_prompt_once_then_only_the_searching_rows_go_on(tiny_lm):
+    turns = ScriptedTurns(script, max_completion_length=60)
+    MultiTurnSampler(turns, Library(), max_searches=2).sample(tiny_lm, ["Q?", "R?"], 4)
+    (first, g1, room1), (second, g2, _), (third, g3, _) = turns.calls
+    assert len(first) == 2 and g1 == 4 and room1 == 60  # each prompt once, for its 4 rows
+    assert g2 == g3 == 1 and len(second) == 4 and len(third) == 2  # rows 0 and 2 of each
+    assert second[0].endswith(INFO.format(text="about cause"))
+    assert second[1].endswith(INFO.format(text="about step 0"))  # the group parted
+    for context in second:
+        assert context.startswith("Q?") or context.startswith("R?")
+
+
+def test_after_its_last_search_a_closing_tag_is_plain_text(tiny_lm):
+    turns, tool = ScriptedTurns(script, max_completion_length=60), Library()
+    rollout = MultiTurnSampler(turns, tool, max_searches=1).sample(tiny_lm, ["Q?"], 4)
+    assert tool.asked == [["cause", "step 0"]]
+    assert rollout.completions[2] == (
+        "<search>step 0</search>" + INFO.format(text="about step 0") + "<search>step 1</search>"
+    )  # no EOS and no answer: the turn ends with the text the script gave
+    none = MultiTurnSampler(turns, tool, max_searches=0).sample(tiny_lm, ["Q?"], 4)
+    assert none.inserted_mask.sum() == 0 and len(tool.asked) == 1
+    with pytest.raises(ValueError, match="policy.max_searches must be >= 0"):
+        MultiTurnSampler(turns, tool, max_searches=-1)
+
+
+def test_a_search_that_spends_the_budget_ends_the_row_clipped(tiny_lm):
+    turns, tool = ScriptedTurns(script, max_completion_length=24), Library()
+    rollout = MultiTurnSampler(turns, tool).sample(tiny_lm, ["Q?"], 4)
+    # row 0's query turn is 24 tokens, exactly the budget: searched, then nothing left
+    assert rollout.completions[0] == "<search> cause </search>" + INFO.format(text="about cause")
+    assert bool(rollout.is_clipped[0])
+    assert tool.asked[0][0] == "cause"
+
+
+def test_marks_and_queries_are_found_in_the_text():
+    class Bytes:
+        def decode(self, ids, skip_special_tokens=True):
+            return bytes(ids).decode()
+
+    ids = list(b"ab</search>cd")
+    assert first_mark(Bytes(), ids, ["</search>", "</answer>"]) == (11, "</search>")
+    assert first_mark(Bytes(), ids, ["</answer>"]) == (len(ids), None)
+    assert query_of("think <search> a b </search>", Tags()) == "a b"
+    assert query_of("no tag </search>", Tags()) == "no tag"
+
+
+def test_without_searches_it_samples_what_the_turn_sampler_samples(tiny_lm):
+    from src.rollout.hf import HFSampler
+
+    turns = HFSampler(max_completion_length=8)
+    torch.manual_seed(3)
+    plain = turns.sample(tiny_lm, ["What is 1 + 2?", "Hi"], group_size=3)
+    torch.manual_seed(3)
+    multi = MultiTurnSampler(turns, Library(), max_searches=0).sample(
+        tiny_lm, ["What is 1 + 2?", "Hi"], group_size=3
+    )
+    width = plain.completion_mask.sum(dim=1).max()
+    assert torch.equal(multi.completion_mask, plain.completion_mask[:, :width])
+    assert torch.equal(multi.completion_ids, plain.completion_ids[:, :width])
+    assert torch.equal(multi.is_clipped, plain.is_clipped)
+    assert multi.completions == plain.completions
+    assert multi.inserted_mask.sum() == 0 and torch.equal(multi.prompt_ids, plain.prompt_ids)
