@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 from src.model.network import PolicyNetwork
+from src.rollout.multi_turn import Tags, Tool
 
 
 @dataclass
@@ -50,4 +51,17 @@ class Role(Protocol):
         """Whether `outcomes` reads the completions. A role that does not (the rewriter's
         question-only baseline searches with the question itself) is given empty ones,
         nothing sampled."""
+        ...
+
+
+@runtime_checkable
+class SearchingRole(Role, Protocol):
+    """A role whose completions may search in turns (`policy=searcher`): the run samples it
+    with `src.rollout.multi_turn.MultiTurnSampler` around the configured sampler."""
+
+    max_searches: int  # searches per completion at most
+    tags: Tags  # how a completion searches and answers, how the passages are inserted
+
+    def search_tool(self) -> Tool:
+        """What a search calls: the text to insert for each query."""
         ...

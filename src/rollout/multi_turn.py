@@ -15,7 +15,7 @@ policy writes, over all its turns; the inserted ones come on top.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 import torch
 from torch import Tensor
@@ -32,6 +32,7 @@ class Tool(Protocol):
         ...
 
 
+@runtime_checkable
 class TurnSampler(Protocol):
     """A sampler that draws tokens after token prompts (`HFSampler`): what each turn runs."""
 

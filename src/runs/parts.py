@@ -16,16 +16,18 @@ from src.grpo.module import GRPOModule
 from src.grpo.settings import AlgoSettings
 from src.model.network import PolicyNetwork, Scorer
 from src.model.saved import saved_model_settings
-from src.policy.role import Role
+from src.policy.role import Role, SearchingRole
 from src.pretraining.stages import resolve_stage_checkpoints
 from src.retrieval.retriever import Retriever
 from src.reward.combine import CombinedReward
+from src.rollout.multi_turn import MultiTurnSampler, TurnSampler
 from src.rollout.sampler import Sampler
 from src.runs.length import settle_max_steps
 from src.runs.resume import ResumePoint
 from src.runs.settings import check_settings
 from src.utils.allocator import keep_freed_memory
 from src.utils.config import build
+from src.utils.errors import ConfigError
 from src.utils.quiet import quiet_foreign_lines
 
 log = logging.getLogger(__name__)
@@ -62,11 +64,12 @@ def build_run_parts(cfg: DictConfig, resume: ResumePoint | None = None) -> RunPa
     reward: CombinedReward = build(cfg.reward)
     datamodule.drop_rows_without(reward.required_fields())  # e.g. accuracy: a gold final answer
     settle_max_steps(cfg, datamodule, algo)  # epochs=N: steps from the number of training rows
+    policy = build(cfg.policy, **checked_retriever(cfg))
     return RunParts(
         datamodule=datamodule,
-        policy=build(cfg.policy, **checked_retriever(cfg)),
+        policy=policy,
         reward=reward,
-        sampler=build(cfg.rollout),
+        sampler=role_sampler(policy, build(cfg.rollout)),
         loggers=[build_logger(logger, resume) for logger in cfg.get("logger", {}).values()],
         notes=notes,
         algo=algo,
@@ -139,3 +142,16 @@ def log_figures(loggers: list[Any], figures: dict[str, float], step: int = 0) ->
     if figures:
         for logger in loggers:
             logger.log_metrics(figures, step=step)
+
+
+def role_sampler(policy: Role, sampler: Sampler) -> Sampler:
+    """The configured sampler, or for a role whose completions search (`SearchingRole`) the
+    multi-turn rollout around it, each turn drawn by the configured sampler."""
+    if not isinstance(policy, SearchingRole):
+        return sampler
+    if not isinstance(sampler, TurnSampler):
+        raise ConfigError(
+            f"this policy searches in turns, which {type(sampler).__name__} cannot sample "
+            "(it draws no tokens after token prompts): use rollout=hf"
+        )
+    return MultiTurnSampler(sampler, policy.search_tool(), policy.max_searches, policy.tags)

@@ -1,0 +1,122 @@
+"""The searcher role (Search-R1): one policy reasons, searches when it decides to, reads what
+comes back and answers, in one multi-turn completion.
+
+    question + options --policy--> ... <search>QUERY</search>
+                       --retriever--> <information>top k passages</information>  (not actions)
+                       --policy--> ... <answer>B</answer>
+
+The run samples it with `src.rollout.multi_turn.MultiTurnSampler` (the role is a
+`SearchingRole`); the outcome the reward scores is the letter inside the last `<answer>` tag.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from src.model.network import PolicyNetwork
+from src.policy.generator import Generator
+from src.policy.rewriter import first_letter
+from src.policy.role import Outcomes
+from src.retrieval.retriever import Retriever
+from src.retrieval.tool import PassageTool
+from src.rollout.multi_turn import Tags, Tool
+from src.utils.errors import ConfigError
+
+
+class Searcher(Generator):
+    """Prompts from `template` (the generator's settings), a search tool over `retriever`'s top
+    `k` passages per query, at most `max_searches` searches per completion, and `tags`
+    (`search_open`, `search_close`, `answer_open`, `answer_close`, `information`)."""
+
+    def __init__(
+        self,
+        retriever: Retriever,
+        k: int = 3,
+        max_searches: int = 2,
+        passage_template: str = "[{rank}] {title}: {content}",
+        search_open: str = "<search>",
+        search_close: str = "</search>",
+        answer_open: str = "<answer>",
+        answer_close: str = "</answer>",
+        information: str = "\n<information>{text}</information>\n",
+        **generator: Any,
+    ) -> None:
+        super().__init__(**generator)
+        if k < 1:
+            raise ConfigError(f"policy.k must be >= 1, got {k}")
+        if max_searches < 0:
+            raise ConfigError(f"policy.max_searches must be >= 0, got {max_searches}")
+        if "{text}" not in information:
+            raise ConfigError(
+                f"policy.information must hold {{text}}, where the passages go; got {information!r}"
+            )
+        for key, tag in (
+            ("search_open", search_open),
+            ("search_close", search_close),
+            ("answer_open", answer_open),
+            ("answer_close", answer_close),
+        ):
+            if not tag.strip():
+                raise ConfigError(f"policy.{key} must not be blank")
+        self.retriever = retriever
+        self.k = k
+        self.max_searches = max_searches
+        self.passage_template = passage_template
+        self.answer_open = answer_open
+        self.tags = Tags(search_open, search_close, answer_close, information)
+
+    def search_tool(self) -> Tool:
+        """The retriever's top `k` passages for each query."""
+        return PassageTool(self.retriever, self.k, self.passage_template)
+
+    def outcomes(
+        self,
+        completions: list[str],
+        rows: list[dict[str, Any]],
+        network: PolicyNetwork | None = None,
+    ) -> Outcomes:
+        """The letter of each completion's last answer ('' without one), and its searches:
+        how many, their queries, the inserted tokens' share of the text, and whether the
+        passages it read hold the row's gold answer text."""
+        texts, details = [], []
+        for completion, row in zip(completions, rows, strict=True):
+            turns = self.turns(self.response_prefix + completion)
+            written = "".join(text for kind, text in turns if kind == "written")
+            read = [text for kind, text in turns if kind == "information"]
+            gold = str(row.get("answer_text", "")).strip().lower()
+            texts.append(self.answer_letter(written))
+            details.append(
+                {
+                    "searches": float(len(read)),
+                    "queries": self.queries(written),
+                    "gold_in_information": float(
+                        bool(gold) and any(gold in t.lower() for t in read)
+                    ),
+                }
+            )
+        return Outcomes(texts=texts, details=details)
+
+    def turns(self, completion: str) -> list[tuple[str, str]]:
+        """The completion cut into what the policy wrote and what was inserted, in order:
+        ("written", text) and ("information", passages) pairs."""
+        before, _, after = self.tags.information.partition("{text}")
+        pattern = re.compile(re.escape(before) + r"(.*?)" + re.escape(after), re.DOTALL)
+        parts, at = [], 0
+        for match in pattern.finditer(completion):
+            parts.append(("written", completion[at : match.start()]))
+            parts.append(("information", match.group(1)))
+            at = match.end()
+        parts.append(("written", completion[at:]))
+        return [(kind, text) for kind, text in parts if text or kind == "information"]
+
+    def queries(self, written: str) -> list[str]:
+        """The queries the policy wrote, in order."""
+        pattern = re.escape(self.tags.search_open) + r"(.*?)" + re.escape(self.tags.search_close)
+        return [query.strip() for query in re.findall(pattern, written, re.DOTALL)]
+
+    def answer_letter(self, written: str) -> str:
+        """The option letter inside the last answer tag, or ''."""
+        pattern = re.escape(self.answer_open) + r"(.*?)" + re.escape(self.tags.answer_close)
+        answers = re.findall(pattern, written, re.DOTALL)
+        return first_letter(answers[-1]) if answers else ""

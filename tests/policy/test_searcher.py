@@ -1,0 +1,97 @@
+"""The searcher role: what it reads from a multi-turn completion, its settings' errors, and how
+a run samples it (the multi-turn rollout around the configured sampler)."""
+
+from __future__ import annotations
+
+import pytest
+
+from src.policy.generator import Generator
+from src.policy.searcher import Searcher
+from src.retrieval.corpus import Document
+from src.retrieval.hit import Hit
+from src.rollout.hf import HFSampler
+from src.rollout.multi_turn import MultiTurnSampler
+from src.runs.parts import role_sampler
+from src.utils.errors import ConfigError
+
+DOCS = {
+    "vitamin c": Document("d1", "vitamin C", "Scurvy: perifollicular hemorrhage."),
+    "rickets": Document("d2", "vitamin D", "Rickets: bowed legs."),
+}
+
+
+class Shelf:
+    """Finds the document whose key the query holds."""
+
+    def __init__(self) -> None:
+        self.asked: list[list[str]] = []
+
+    def search(self, queries: list[str], k: int) -> list[list[Hit]]:
+        self.asked.append(list(queries))
+        return [[Hit(d, 1.0) for key, d in DOCS.items() if key in q.lower()][:k] for q in queries]
+
+
+ROW = {"question": "Bleeding gums?", "options_text": "A. x\nB. y", "answer": "B"}
+ROW = {**ROW, "answer_text": "vitamin C"}
+
+
+def test_the_outcome_is_the_last_answers_letter_and_the_searches_are_counted():
+    role = Searcher(retriever=Shelf(), k=1)
+    info = role.tags.information
+    read = info.format(text="[1] vitamin C: Scurvy: perifollicular hemorrhage.")
+    searched = f"I should look. <search>vitamin C deficiency</search>{read}<answer>B</answer>"
+    misled = (
+        "<search>rickets</search>"
+        + info.format(text="[1] vitamin D: Rickets.")
+        + ("<answer>maybe A</answer> then <answer>(C)</answer>")
+    )
+    outcomes = role.outcomes([searched, misled, "B", "<answer>B"], [ROW] * 4)
+    assert outcomes.texts == ["B", "C", "", ""]  # no closed answer tag: no answer
+    assert [d["searches"] for d in outcomes.details] == [1.0, 1.0, 0.0, 0.0]
+    assert outcomes.details[0]["queries"] == ["vitamin C deficiency"]
+    assert [d["gold_in_information"] for d in outcomes.details] == [1.0, 0.0, 0.0, 0.0]
+    # a letter inside the passages is not the policy's answer
+    planted = "<search>q</search>" + info.format(text="<answer>A</answer>")
+    assert role.outcomes([planted], [ROW]).texts == [""]
+
+
+def test_the_tool_inserts_the_top_passages_and_a_blank_query_finds_nothing():
+    shelf = Shelf()
+    tool = Searcher(retriever=shelf, k=2).search_tool()
+    assert tool(["Rickets in a child", "  "]) == ["[1] vitamin D: Rickets: bowed legs.", ""]
+    assert shelf.asked == [["Rickets in a child"]]
+
+
+@pytest.mark.parametrize(
+    ("setting", "message"),
+    [
+        ({"k": 0}, "policy.k must be >= 1"),
+        ({"max_searches": -1}, "policy.max_searches must be >= 0"),
+        ({"information": "<information></information>"}, "policy.information must hold {text}"),
+        ({"search_close": " "}, "policy.search_close must not be blank"),
+    ],
+)
+def test_bad_settings_are_named(setting, message):
+    with pytest.raises(ConfigError, match=message):
+        Searcher(retriever=Shelf(), **setting)
+
+
+def test_a_run_samples_a_searcher_in_turns_and_refuses_a_sampler_without_turns():
+    role = Searcher(retriever=Shelf(), max_searches=3)
+    turns = HFSampler(max_completion_length=16)
+    sampler = role_sampler(role, turns)
+    assert isinstance(sampler, MultiTurnSampler)
+    assert sampler.turns is turns and sampler.max_searches == 3 and sampler.tags == role.tags
+    assert sampler.max_completion_length == 16 and sampler.temperature == turns.temperature
+
+    class WholeCompletions:  # what vLLM's sampler offers: no tokens after token prompts
+        temperature = 1.0
+        max_completion_length = 16
+
+        def sample(self, lm, prompts, group_size, greedy=False): ...
+
+        def sync(self, lm): ...
+
+    with pytest.raises(ConfigError, match="WholeCompletions cannot sample.*use rollout=hf"):
+        role_sampler(role, WholeCompletions())
+    assert role_sampler(Generator(), turns) is turns  # other roles: the sampler as configured
