@@ -25,9 +25,12 @@ class RolloutRecord:
     parts: dict[str, Tensor]  # reward function -> [N] scores
     errors: dict[str, float]  # reward function -> completions it failed to score
     details: list[dict[str, Any]]  # what the role did, per completion
+    inserted: Tensor | None = None  # [N] tokens a search inserted; None: a rollout without searches
+    searches: Tensor | None = None  # [N] stretches inserted, one per search answered
 
     @classmethod
     def of(cls, episode: Episode) -> RolloutRecord:
+        inserted, searches = episode.rollout.inserted_lengths, episode.rollout.insertions
         return cls(
             rewards=episode.rewards.detach().float().cpu(),
             lengths=episode.rollout.lengths.detach().cpu(),
@@ -35,6 +38,8 @@ class RolloutRecord:
             parts={name: s.detach().float().cpu() for name, s in episode.reward_parts.items()},
             errors={name: float(count) for name, count in episode.reward_errors.items()},
             details=episode.details,
+            inserted=None if inserted is None else inserted.detach().cpu(),
+            searches=None if searches is None else searches.detach().cpu(),
         )
 
     def gathered(self) -> RolloutRecord:
@@ -49,6 +54,12 @@ class RolloutRecord:
             parts={name: torch.cat([r.parts[name] for r in records]) for name in self.parts},
             errors={name: sum(r.errors[name] for r in records) for name in self.errors},
             details=[detail for r in records for detail in r.details],
+            inserted=None
+            if self.inserted is None
+            else torch.cat([r.inserted for r in records if r.inserted is not None]),
+            searches=None
+            if self.searches is None
+            else torch.cat([r.searches for r in records if r.searches is not None]),
         )
 
 
@@ -79,6 +90,11 @@ def rollout_metrics(record: RolloutRecord, group_size: int) -> dict[str, float]:
         if terminated.numel()
         else 0.0,
     }
+    if record.inserted is not None:  # a rollout in turns: what its searches inserted
+        metrics["completions/mean_inserted_length"] = float(record.inserted.float().mean())
+    if record.searches is not None:
+        metrics["searches/mean"] = float(record.searches.float().mean())
+        metrics["searches/none_share"] = float((record.searches == 0).float().mean())
     for name, scores in record.parts.items():
         metrics[f"rewards/{name}/mean"] = float(scores.mean())
         metrics[f"rewards/{name}/std"] = float(scores.std())

@@ -31,8 +31,26 @@ class Rollout:
 
     @property
     def lengths(self) -> Tensor:
-        """Number of counted completion tokens per row, EOS included."""
-        return self.completion_mask.sum(dim=1)
+        """Number of completion tokens the policy wrote per row, EOS included (inserted ones
+        not: `max_completion_length` bounds these)."""
+        return self.action_mask.sum(dim=1)
+
+    @property
+    def inserted_lengths(self) -> Tensor | None:
+        """Number of inserted tokens per row; None where nothing can be inserted."""
+        if self.inserted_mask is None:
+            return None
+        return (self.completion_mask * self.inserted_mask).sum(dim=1)
+
+    @property
+    def insertions(self) -> Tensor | None:
+        """Number of inserted stretches per row (a search's answer is one); None where nothing
+        can be inserted."""
+        if self.inserted_mask is None:
+            return None
+        inserted = self.completion_mask * self.inserted_mask
+        starts = inserted[:, 1:] * (1 - inserted[:, :-1])
+        return inserted[:, 0] + starts.sum(dim=1)
 
     @property
     def action_mask(self) -> Tensor:

@@ -156,3 +156,28 @@ def test_without_searches_it_samples_what_the_turn_sampler_samples(tiny_lm):
     assert torch.equal(multi.is_clipped, plain.is_clipped)
     assert multi.completions == plain.completions
     assert multi.inserted_mask.sum() == 0 and torch.equal(multi.prompt_ids, plain.prompt_ids)
+
+
+def test_lengths_count_what_the_policy_wrote_and_the_searches_are_counted(tiny_lm):
+    from src.grpo.metrics import RolloutRecord, rollout_metrics
+
+    turns = ScriptedTurns(script, max_completion_length=70)
+    rollout = MultiTurnSampler(turns, Library()).sample(tiny_lm, ["Q?"], 4)
+    assert rollout.lengths.tolist() == [24 + 19, 18, 23 + 23 + 18, 70]  # no inserted token
+    info = [len(INFO.format(text=t)) for t in ("about cause", "about step 0", "about step 1")]
+    assert rollout.inserted_lengths.tolist() == [info[0], 0, info[1] + info[2], 0]
+    assert rollout.insertions.tolist() == [1, 0, 2, 0]
+    record = RolloutRecord(
+        rewards=torch.tensor([1.0, 0.0, 1.0, 0.0]),
+        lengths=rollout.lengths,
+        clipped=rollout.is_clipped,
+        parts={},
+        errors={},
+        details=[{}] * 4,
+        inserted=rollout.inserted_lengths,
+        searches=rollout.insertions,
+    )
+    metrics = rollout_metrics(record, group_size=4)
+    assert metrics["searches/mean"] == 0.75 and metrics["searches/none_share"] == 0.5
+    assert metrics["completions/mean_inserted_length"] == sum(info) / 4
+    assert metrics["completions/mean_length"] == (43 + 18 + 64 + 70) / 4
