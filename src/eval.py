@@ -23,10 +23,11 @@ from src.evaluation.greedy import GreedyScorer
 from src.evaluation.scoring import score_head
 from src.model.network import PolicyNetwork
 from src.model.saved import saved_model_settings
+from src.policy.role import SearchingRole
 from src.pretraining.stages import require_trained_stages
 from src.runs.cli import run_cli
 from src.runs.hooks import before_evaluation
-from src.runs.parts import build_run_parts
+from src.runs.parts import build_run_parts, role_sampler
 from src.runs.record import log_artifacts, recorded_run
 from src.tracking.run_logger import mlflow_loggers
 from src.tracking.sweep import sweep_job
@@ -130,8 +131,11 @@ def evaluate(
             lm = load_head(cfg.model, folder)
             overrides = (eval_cfg.get("policy_overrides") or {}).get(head) or {}
             role = build(cfg.policy, **overrides) if overrides else parts.policy
+            sampler = parts.sampler
+            if overrides and isinstance(role, SearchingRole):  # its own searches and tags
+                sampler = role_sampler(role, build(cfg.rollout))
             role.prepare(lm, rows)
-            scorer = GreedyScorer(parts.sampler, role, parts.reward)
+            scorer = GreedyScorer(sampler, role, parts.reward)
             records, summaries[head] = score_head(
                 head, lm, scorer, rows, eval_cfg.batch_size, extract
             )

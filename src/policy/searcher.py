@@ -40,6 +40,7 @@ class Searcher(Generator):
         answer_open: str = "<answer>",
         answer_close: str = "</answer>",
         information: str = "\n<information>{text}</information>\n",
+        search_question_first: bool = False,
         **generator: Any,
     ) -> None:
         super().__init__(**generator)
@@ -65,6 +66,33 @@ class Searcher(Generator):
         self.passage_template = passage_template
         self.answer_open = answer_open
         self.tags = Tags(search_open, search_close, answer_close, information)
+        self.search_question_first = search_question_first
+
+    def prepare(self, network: PolicyNetwork, rows: list[dict[str, Any]]) -> dict[str, float]:
+        """With `search_question_first`, each row's passages for its question, once (what
+        plain retrieval-augmented generation reads); nothing otherwise."""
+        if not self.search_question_first:
+            return {}
+        todo = [row for row in rows if "question_passages" not in row]
+        texts = self.search_tool()([str(row["question"]) for row in todo]) if todo else []
+        for row, text in zip(todo, texts, strict=True):
+            row["question_passages"] = text
+        return {}
+
+    def prompts(self, rows: list[dict[str, Any]], tokenizer: Any = None) -> list[str]:
+        """The generator's prompts; with `search_question_first` each ends with a search for
+        the question, as if the policy had written it, and its passages (plain RAG)."""
+        prompts = super().prompts(rows, tokenizer)
+        if not self.search_question_first:
+            return prompts
+        tags, prefix = self.tags, self.response_prefix
+        return [
+            prompt[: len(prompt) - len(prefix)]  # the search comes before the response prefix
+            + f"{tags.search_open}{row['question']}{tags.search_close}"
+            + tags.information.format(text=row["question_passages"])
+            + prefix
+            for prompt, row in zip(prompts, rows, strict=True)
+        ]
 
     def search_tool(self) -> Tool:
         """The retriever's top `k` passages for each query."""
@@ -84,6 +112,8 @@ class Searcher(Generator):
             turns = self.turns(self.response_prefix + completion)
             written = "".join(text for kind, text in turns if kind == "written")
             read = [text for kind, text in turns if kind == "information"]
+            if self.search_question_first:
+                read.insert(0, str(row.get("question_passages", "")))
             gold = str(row.get("answer_text", "")).strip().lower()
             texts.append(self.answer_letter(written))
             details.append(

@@ -95,3 +95,25 @@ def test_a_run_samples_a_searcher_in_turns_and_refuses_a_sampler_without_turns()
     with pytest.raises(ConfigError, match="WholeCompletions cannot sample.*use rollout=hf"):
         role_sampler(role, WholeCompletions())
     assert role_sampler(Generator(), turns) is turns  # other roles: the sampler as configured
+
+
+def test_plain_rag_searches_the_question_first_as_if_the_policy_had():
+    shelf = Shelf()
+    role = Searcher(
+        retriever=shelf, k=1, max_searches=0, search_question_first=True, response_prefix="<answer>"
+    )
+    row = {**ROW, "question": "Vitamin C and bleeding gums?"}
+    role.prepare(None, [row])
+    role.prepare(None, [row])  # once per row
+    assert shelf.asked == [["Vitamin C and bleeding gums?"]]
+    (prompt,) = role.prompts([row])
+    passages = "[1] vitamin C: Scurvy: perifollicular hemorrhage."
+    assert prompt.endswith(
+        "<search>Vitamin C and bleeding gums?</search>"
+        + role.tags.information.format(text=passages)
+        + "<answer>"
+    )  # the response prefix after the search
+    outcome = role.outcomes(["B</answer>"], [row])
+    assert outcome.texts == ["B"] and outcome.details[0]["gold_in_information"] == 1.0
+    assert Searcher(retriever=shelf).prepare(None, [dict(ROW)]) == {}  # nothing by default
+    assert len(shelf.asked) == 1

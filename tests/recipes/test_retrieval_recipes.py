@@ -37,6 +37,16 @@ READER = [
 ]
 
 
+SEARCHER = [
+    "task=medqa_searcher",
+    "hardware=[cpu,lora]",
+    "rollout._target_=tests.helpers.scripted_turns.ScriptedTurns",  # searches, then answers
+    "algo.max_completion_length=64",
+    "trainer.max_steps=2",
+    "trainer.val_check_interval=2",
+]
+
+
 @pytest.fixture
 def rewriter(tmp_path) -> list[str]:
     """The rewriter recipe on 24 of its sample's questions (planning all 248 takes a while)."""
@@ -99,6 +109,39 @@ def test_rewriter_trains_caches_and_evaluates_four_ways(make_cfg, tmp_path, rewr
     for head in summaries:
         assert {"role/gold_retrieved", "role/copies_question"} <= set(summaries[head]), head
     assert summaries["question"]["role/copies_question"] == 1.0
+
+
+@pytest.mark.slow
+def test_searcher_trains_on_its_own_tokens_and_evaluates_four_ways(make_cfg, tmp_path, rewriter):
+    sample = next(o for o in rewriter if o.startswith("data.path="))  # 24 of the questions
+    cfg = make_cfg(*SEARCHER, sample, f"save_model={tmp_path / 'searcher'}")
+    train(cfg)
+    (run,) = runs(cfg)
+    for name in ("searches/mean", "completions/mean_inserted_length", "role/searches"):
+        assert sorted(history(cfg, run, name)) == [1, 2], name
+    assert set(history(cfg, run, "searches/mean").values()) == {1.0}  # one search a row
+    assert set(history(cfg, run, "searches/none_share").values()) == {0.0}
+    assert min(history(cfg, run, "completions/mean_inserted_length").values()) > 10
+    # written only, in bytes: " findings of row N</search>", then "<answer>X</answer>" (the row
+    # ends there, before the script's EOS)
+    assert set(history(cfg, run, "completions/mean_length").values()) == {27 + 18}
+    assert max(abs(v) for v in history(cfg, run, "loss").values()) > 0  # the letters differ
+
+    eval_cfg = make_cfg(
+        *SEARCHER, sample,
+        f"eval.adapters.grpo={tmp_path / 'searcher'}",
+        f"eval.output_dir={tmp_path / 'eval'}",
+        "eval.max_rows=4",
+    )  # fmt: skip
+    summaries = evaluate(eval_cfg)
+    assert list(summaries) == ["no_retrieval", "rag", "base", "grpo"]
+    assert summaries["no_retrieval"]["role/searches"] == 0.0
+    assert summaries["rag"]["role/searches"] == 1.0  # the question's, before the policy writes
+    assert summaries["base"]["role/searches"] == summaries["grpo"]["role/searches"] == 1.0
+    records = [json.loads(line) for line in (tmp_path / "eval" / "eval_results.jsonl").open()]
+    assert len(records) == 4 * 4
+    for record in records:
+        assert {"queries", "gold_in_information", "accuracy"} <= set(record)
 
 
 @pytest.mark.slow

@@ -7,41 +7,9 @@ import pytest
 import torch
 
 from src.rollout.multi_turn import MultiTurnSampler, Tags, first_mark, query_of
+from tests.helpers.scripted_turns import ScriptedTurns
 
 INFO = Tags().information
-
-
-class ScriptedTurns:
-    """Continues each context with the text `script(context, row)` says, then EOS when the
-    text ends with '$' ('$' itself is not written); records every call."""
-
-    temperature = 1.0
-
-    def __init__(self, script, max_completion_length: int = 200) -> None:
-        self.script = script
-        self.max_completion_length = max_completion_length
-        self.calls: list[tuple[list[str], int, int]] = []
-
-    def sync(self, lm) -> None:
-        pass
-
-    def new_tokens(self, lm, input_ids, attention_mask, group_size, max_new_tokens, greedy=False):
-        tokenizer = lm.tokenizer
-        contexts = [
-            tokenizer.decode(ids[mask.bool()].tolist(), skip_special_tokens=True)
-            for ids, mask in zip(input_ids, attention_mask, strict=True)
-        ]
-        self.calls.append((contexts, group_size, max_new_tokens))
-        rows = []
-        for context in contexts:
-            for g in range(group_size):
-                text = self.script(context, g)
-                ids = tokenizer(text.rstrip("$"), add_special_tokens=False)["input_ids"]
-                rows.append(ids + lm.eos_token_ids[:1] if text.endswith("$") else ids)
-        rows = [row[:max_new_tokens] for row in rows]
-        width = max(len(row) for row in rows)
-        pad = tokenizer.pad_token_id
-        return torch.tensor([row + [pad] * (width - len(row)) for row in rows])
 
 
 class Library:

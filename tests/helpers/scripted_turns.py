@@ -1,0 +1,73 @@
+"""A turn sampler whose every turn is scripted text, for tests of rollouts in turns.
+
+`ScriptedTurns(script)` continues each context (prompt and turns so far, as text) with
+`script(context, row)`; as a run's `rollout._target_` it searches once with a query of its own
+per row, then answers a letter its context picks (so the rows of a group differ).
+"""
+
+from __future__ import annotations
+
+import zlib
+from collections.abc import Callable
+from typing import Any
+
+import torch
+from torch import Tensor
+
+
+def search_then_answer(context: str, row: int) -> str:
+    """Before any passage: a query naming the row, then the closing tag (the prompt ends with
+    `<search>`); after one: an answer letter picked by the context, then EOS ('$')."""
+    if "<information>" not in context.rsplit("<search>", 1)[-1]:
+        return f" findings of row {row}</search>"
+    return f"<answer>{'ABCD'[zlib.crc32(context.encode()) % 4]}</answer>$"
+
+
+class ScriptedTurns:
+    """Continues each context with the text `script(context, row)` gives, then EOS where the
+    text ends with '$' ('$' itself is not written); records every call."""
+
+    temperature = 1.0
+
+    def __init__(
+        self,
+        script: Callable[[str, int], str] = search_then_answer,
+        max_completion_length: int = 200,
+        **_: Any,
+    ) -> None:
+        self.script = script
+        self.max_completion_length = max_completion_length
+        self.calls: list[tuple[list[str], int, int]] = []
+
+    def sync(self, lm: Any) -> None:
+        """The script reads no weights."""
+
+    def sample(self, lm: Any, prompts: list[str], group_size: int, greedy: bool = False) -> Any:
+        raise NotImplementedError("ScriptedTurns draws turns only (a searching role's rollout)")
+
+    def new_tokens(
+        self,
+        lm: Any,
+        input_ids: Tensor,
+        attention_mask: Tensor,
+        group_size: int,
+        max_new_tokens: int,
+        greedy: bool = False,
+    ) -> Tensor:
+        """The scripted continuation of each context, G rows each, right-padded."""
+        tokenizer = lm.tokenizer
+        contexts = [
+            tokenizer.decode(ids[mask.bool()].tolist(), skip_special_tokens=True)
+            for ids, mask in zip(input_ids, attention_mask, strict=True)
+        ]
+        self.calls.append((contexts, group_size, max_new_tokens))
+        rows = []
+        for context in contexts:
+            for g in range(group_size):
+                text = self.script(context, g)
+                ids = tokenizer(text.rstrip("$"), add_special_tokens=False)["input_ids"]
+                rows.append(ids + lm.eos_token_ids[:1] if text.endswith("$") else ids)
+        rows = [row[:max_new_tokens] for row in rows]
+        width = max(len(row) for row in rows)
+        pad = tokenizer.pad_token_id
+        return torch.tensor([row + [pad] * (width - len(row)) for row in rows])
