@@ -35,6 +35,11 @@ SETTINGS: dict[str, tuple[list[str], bool, list[str]]] = {
         ["plan:", "queries:", "titles:"],
     ),
     "reader": ([*SHORT, "hardware=[cpu,lora]", "retrieval.k=1"], True, ["passages"]),
+    "medqa_searcher": (
+        [*SHORT, "hardware=[cpu,lora]", "retrieval.k=1"],
+        True,
+        ["searches:", "gold_in_information:"],
+    ),
     "char_diffusion": (
         CHAR_DIFFUSION,
         False,
