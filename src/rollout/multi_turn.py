@@ -158,6 +158,7 @@ class MultiTurnSampler:
                 prompt_ids[i][prompt_mask[i].bool()].tolist() + rows[i].tokens for i in going
             ]
             ids, mask = left_padded(contexts, lm.tokenizer.pad_token_id)
+            ids, mask = ids.to(prompt_ids.device), mask.to(prompt_ids.device)
             room = max(budget - rows[i].written for i in going)
             drawn = self.turns.new_tokens(lm, ids, mask, 1, room, greedy)
             self._take(lm, rows, going, drawn)
