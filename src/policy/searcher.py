@@ -105,8 +105,8 @@ class Searcher(Generator):
         network: PolicyNetwork | None = None,
     ) -> Outcomes:
         """The letter of each completion's last answer ('' without one), and its searches:
-        how many, their queries, the inserted tokens' share of the text, and whether the
-        passages it read hold the row's gold answer text."""
+        how many, their queries, and whether the passages it read hold the row's gold answer
+        text."""
         texts, details = [], []
         for completion, row in zip(completions, rows, strict=True):
             turns = self.turns(self.response_prefix + completion)

@@ -21,7 +21,7 @@ import torch
 from torch import Tensor
 
 from src.model.network import DecodedNetwork
-from src.rollout.rollout import Rollout
+from src.rollout.rollout import Rollout, pad_rows, unpadded_prompts
 
 
 class Tool(Protocol):
@@ -134,6 +134,7 @@ class MultiTurnSampler:
         prompt_ids = encoded["input_ids"].repeat_interleave(group_size, dim=0)
         prompt_mask = encoded["attention_mask"].repeat_interleave(group_size, dim=0)
         budget = self.max_completion_length
+        prompts = unpadded_prompts(prompt_ids, prompt_mask)
         rows = [Row() for _ in range(prompt_ids.size(0))]
         drawn = self.turns.new_tokens(
             lm, encoded["input_ids"], encoded["attention_mask"], group_size, budget, greedy
@@ -154,9 +155,7 @@ class MultiTurnSampler:
             going = [i for i in waiting if not rows[i].done]
             if not going:
                 break
-            contexts = [
-                prompt_ids[i][prompt_mask[i].bool()].tolist() + rows[i].tokens for i in going
-            ]
+            contexts = [prompts[i] + rows[i].tokens for i in going]
             ids, mask = left_padded(contexts, lm.tokenizer.pad_token_id)
             ids, mask = ids.to(prompt_ids.device), mask.to(prompt_ids.device)
             room = max(budget - rows[i].written for i in going)
@@ -194,16 +193,10 @@ class MultiTurnSampler:
         self, lm: DecodedNetwork, rows: list[Row], prompt_ids: Tensor, prompt_mask: Tensor
     ) -> Rollout:
         """The rows as one rollout: completions right-padded, the inserted tokens marked."""
-        pad = lm.tokenizer.pad_token_id
         width = max(1, max(len(row.tokens) for row in rows))
-        ids = torch.full((len(rows), width), pad, dtype=torch.long)
-        mask = torch.zeros(len(rows), width, dtype=torch.long)
-        inserted = torch.zeros(len(rows), width, dtype=torch.long)
-        for i, row in enumerate(rows):
-            n = len(row.tokens)
-            ids[i, :n] = torch.tensor(row.tokens, dtype=torch.long)
-            mask[i, :n] = 1
-            inserted[i, :n] = torch.tensor(row.inserted, dtype=torch.long)
+        ids = pad_rows([row.tokens for row in rows], width, lm.tokenizer.pad_token_id, torch.long)
+        mask = pad_rows([[1] * len(row.tokens) for row in rows], width, 0, torch.long)
+        inserted = pad_rows([row.inserted for row in rows], width, 0, torch.long)
         device = prompt_ids.device
         return Rollout(
             prompt_ids=prompt_ids,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import torch
@@ -93,6 +94,23 @@ def join_rollouts(rollouts: list[Rollout], pad_token_id: int) -> Rollout:
         missing = width - tensor.size(1)
         return torch.nn.functional.pad(tensor, (missing, 0) if left else (0, missing), value=value)
 
+    def optional(values: list[Tensor | None]) -> Tensor | None:
+        """A field some parts may lack: None where every part lacks it, else zeros (every
+        token at once; nothing inserted) for the parts that do."""
+        if all(value is None for value in values):
+            return None
+        return torch.cat(
+            [
+                padded(
+                    torch.zeros_like(part.completion_ids) if value is None else value,
+                    completion_width,
+                    0,
+                    False,
+                )
+                for part, value in zip(rollouts, values, strict=True)
+            ]
+        )
+
     sampler_logps = [part.sampler_logps for part in rollouts]
     reveal_steps = [part.reveal_steps for part in rollouts]
     inserted = [part.inserted_mask for part in rollouts]
@@ -112,33 +130,26 @@ def join_rollouts(rollouts: list[Rollout], pad_token_id: int) -> Rollout:
         sampler_logps=None
         if any(logps is None for logps in sampler_logps)
         else torch.cat([padded(logps, completion_width, 0, False) for logps in sampler_logps]),
-        reveal_steps=None
-        if all(steps is None for steps in reveal_steps)
-        else torch.cat(
-            [
-                padded(
-                    torch.zeros_like(part.completion_ids) if steps is None else steps,
-                    completion_width,
-                    0,
-                    False,
-                )
-                for part, steps in zip(rollouts, reveal_steps, strict=True)
-            ]
-        ),
-        inserted_mask=None
-        if all(mask is None for mask in inserted)
-        else torch.cat(
-            [
-                padded(
-                    torch.zeros_like(part.completion_mask) if mask is None else mask,
-                    completion_width,
-                    0,
-                    False,
-                )
-                for part, mask in zip(rollouts, inserted, strict=True)
-            ]
-        ),
+        reveal_steps=optional(reveal_steps),
+        inserted_mask=optional(inserted),
     )
+
+
+def unpadded_prompts(prompt_ids: Tensor, prompt_mask: Tensor) -> list[list[int]]:
+    """Each left-padded prompt row as the list of its real token ids."""
+    return [ids[mask.bool()].tolist() for ids, mask in zip(prompt_ids, prompt_mask, strict=True)]
+
+
+def pad_rows(
+    rows: Sequence[Sequence[float]], width: int, fill: float, dtype: torch.dtype
+) -> Tensor:
+    """Rows right-padded with `fill` (and cut) to `width` columns, as one tensor."""
+    out = torch.full((len(rows), width), fill, dtype=dtype)
+    for i, row in enumerate(rows):
+        row = list(row)[:width]
+        if row:
+            out[i, : len(row)] = torch.tensor(row, dtype=dtype)
+    return out
 
 
 def teacher_forced(network: PolicyNetwork, prompts: list[str], targets: list[str]) -> Rollout:

@@ -36,7 +36,7 @@ import torch
 from torch import Tensor, nn
 
 from src.model.network import DecodedNetwork
-from src.rollout.rollout import Rollout
+from src.rollout.rollout import Rollout, pad_rows, unpadded_prompts
 from src.rollout.sampler import check_sampling
 from src.utils.distributed import is_distributed
 from src.utils.errors import ConfigError
@@ -146,11 +146,6 @@ def engine_max_model_len(
     return None
 
 
-def unpadded_prompts(prompt_ids: Tensor, prompt_mask: Tensor) -> list[list[int]]:
-    """Each left-padded prompt row as the list of its real token ids."""
-    return [ids[mask.bool()].tolist() for ids, mask in zip(prompt_ids, prompt_mask, strict=True)]
-
-
 def sampled_logps(token_ids: Sequence[int], steps: Sequence[dict[int, Any]] | None) -> list[float]:
     """The log-prob of each sampled token, read from vLLM's per-step `{token id: Logprob}`."""
     if steps is None:
@@ -183,18 +178,6 @@ def first_eos_lengths(rows: Sequence[Sequence[int]], eos_token_ids: Sequence[int
         ends = [i for i, token in enumerate(row) if token in eos]
         lengths.append(ends[0] + 1 if ends else len(row))
     return lengths
-
-
-def pad_rows(
-    rows: Sequence[Sequence[float]], width: int, fill: float, dtype: torch.dtype
-) -> Tensor:
-    """Rows right-padded with `fill` (and cut) to `width` columns, as one tensor."""
-    out = torch.full((len(rows), width), fill, dtype=dtype)
-    for i, row in enumerate(rows):
-        row = list(row)[:width]
-        if row:
-            out[i, : len(row)] = torch.tensor(row, dtype=dtype)
-    return out
 
 
 def build_rollout(
