@@ -20,7 +20,7 @@ from src.policy.rewriter import first_letter
 from src.policy.role import Outcomes
 from src.retrieval.retriever import Retriever
 from src.retrieval.tool import PassageTool
-from src.rollout.multi_turn import Tags, Tool
+from src.rollout.multi_turn import Tags, Tool, query_of
 from src.utils.errors import ConfigError
 
 
@@ -67,6 +67,7 @@ class Searcher(Generator):
         self.answer_open = answer_open
         self.tags = Tags(search_open, search_close, answer_close, information)
         self.search_question_first = search_question_first
+        self.tool = PassageTool(retriever, k, passage_template)
 
     def prepare(self, network: PolicyNetwork, rows: list[dict[str, Any]]) -> dict[str, float]:
         """With `search_question_first`, each row's passages for its question, once (what
@@ -74,7 +75,7 @@ class Searcher(Generator):
         if not self.search_question_first:
             return {}
         todo = [row for row in rows if "question_passages" not in row]
-        texts = self.search_tool()([str(row["question"]) for row in todo]) if todo else []
+        texts = self.tool([str(row["question"]) for row in todo]) if todo else []
         for row, text in zip(todo, texts, strict=True):
             row["question_passages"] = text
         return {}
@@ -95,8 +96,9 @@ class Searcher(Generator):
         ]
 
     def search_tool(self) -> Tool:
-        """The retriever's top `k` passages for each query."""
-        return PassageTool(self.retriever, self.k, self.passage_template)
+        """The retriever's top `k` passages for each query; one tool for the role's life, so
+        that `outcomes` can name the passages each search inserted."""
+        return self.tool
 
     def outcomes(
         self,
@@ -105,8 +107,8 @@ class Searcher(Generator):
         network: PolicyNetwork | None = None,
     ) -> Outcomes:
         """The letter of each completion's last answer ('' without one), and its searches:
-        how many, their queries, and whether the passages it read hold the row's gold answer
-        text."""
+        how many, their queries, whether the passages it read hold the row's gold answer text,
+        and its turns (`turn_details`)."""
         texts, details = [], []
         for completion, row in zip(completions, rows, strict=True):
             turns = self.turns(self.response_prefix + completion)
@@ -123,6 +125,7 @@ class Searcher(Generator):
                     "gold_in_information": float(
                         bool(gold) and any(gold in t.lower() for t in read)
                     ),
+                    "turns": self.turn_details(turns),
                 }
             )
         return Outcomes(texts=texts, details=details)
@@ -139,6 +142,21 @@ class Searcher(Generator):
             at = match.end()
         parts.append(("written", completion[at:]))
         return [(kind, text) for kind, text in parts if text or kind == "information"]
+
+    def turn_details(self, turns: list[tuple[str, str]]) -> list[dict[str, Any]]:
+        """What the samples table shows of each turn: what the policy wrote, and where that
+        ended in a search, its query and the ids of the passages inserted (None where the tool
+        no longer remembers them)."""
+        details: list[dict[str, Any]] = []
+        for (kind, text), following in zip(turns, [*turns[1:], None], strict=True):
+            if kind != "written":
+                continue
+            turn: dict[str, Any] = {"wrote": text}
+            if following is not None and self.tags.search_close in text:
+                query = query_of(text, self.tags)
+                turn.update(query=query, passages=self.tool.ids_of(query))
+            details.append(turn)
+        return details
 
     def queries(self, written: str) -> list[str]:
         """The queries the policy wrote, in order."""

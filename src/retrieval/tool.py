@@ -1,20 +1,30 @@
-"""A retriever as a search tool: the text a multi-turn rollout inserts for each query."""
+"""A retriever as a search tool: the text a multi-turn rollout inserts for each query, and the
+ids of the passages it inserted (what a run's samples table shows of each search)."""
 
 from __future__ import annotations
+
+from collections import OrderedDict
 
 from src.retrieval.hit import documents_text
 from src.retrieval.retriever import Retriever
 
 
 class PassageTool:
-    """For each query, its top `k` passages, one per line as `passage_template` writes them."""
+    """For each query, its top `k` passages, one per line as `passage_template` writes them.
+    It remembers the ids it returned for the last `remembered` distinct queries (`ids_of`)."""
 
     def __init__(
-        self, retriever: Retriever, k: int, passage_template: str = "[{rank}] {title}: {content}"
+        self,
+        retriever: Retriever,
+        k: int,
+        passage_template: str = "[{rank}] {title}: {content}",
+        remembered: int = 4096,
     ) -> None:
         self.retriever = retriever
         self.k = k
         self.passage_template = passage_template
+        self.remembered = remembered
+        self.found: OrderedDict[str, list[str]] = OrderedDict()
 
     def __call__(self, queries: list[str]) -> list[str]:
         """The passages' text of each query; a blank query finds nothing and gets ''."""
@@ -23,4 +33,17 @@ class PassageTool:
         found = self.retriever.search([queries[i] for i in asked], self.k) if asked else []
         for i, hits in zip(asked, found, strict=True):
             texts[i] = documents_text(hits, self.passage_template)
+            self.remember(queries[i], [hit.document.id for hit in hits])
         return texts
+
+    def remember(self, query: str, ids: list[str]) -> None:
+        """Keep `ids` as what `query` found, forgetting the oldest query past `remembered`."""
+        self.found[query] = ids
+        self.found.move_to_end(query)
+        while len(self.found) > self.remembered:
+            self.found.popitem(last=False)
+
+    def ids_of(self, query: str) -> list[str] | None:
+        """The ids of the passages `query` found when last asked; None when not remembered (a
+        blank query, or one asked too long ago)."""
+        return self.found.get(query)

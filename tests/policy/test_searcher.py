@@ -55,6 +55,47 @@ def test_the_outcome_is_the_last_answers_letter_and_the_searches_are_counted():
     assert role.outcomes([planted], [ROW]).texts == [""]
 
 
+def test_each_turn_shows_what_was_written_its_query_and_the_ids_it_read():
+    role = Searcher(retriever=Shelf(), k=2, max_searches=2)
+    tool = role.search_tool()
+    info = role.tags.information
+    texts = tool(["vitamin C deficiency", "rickets"])
+    completion = (
+        f"vitamin C deficiency</search>{info.format(text=texts[0])}"
+        f"Not sure. <search>rickets</search>{info.format(text=texts[1])}<answer>B</answer>"
+    )
+    role.response_prefix = "<search>"
+    (detail,) = role.outcomes([completion], [ROW]).details
+    assert detail["turns"] == [
+        {
+            "wrote": "<search>vitamin C deficiency</search>",
+            "query": "vitamin C deficiency",
+            "passages": ["d1"],
+        },
+        {"wrote": "Not sure. <search>rickets</search>", "query": "rickets", "passages": ["d2"]},
+        {"wrote": "<answer>B</answer>"},
+    ]
+    unasked = "<search>scurvy</search>" + info.format(text="") + "<answer>A</answer>"
+    role.response_prefix = ""
+    (detail,) = role.outcomes([unasked], [ROW]).details
+    assert detail["turns"][0] == {
+        "wrote": "<search>scurvy</search>",
+        "query": "scurvy",
+        "passages": None,
+    }  # a query the tool never answered
+    assert [
+        t["wrote"] for t in role.outcomes(["<answer>A</answer>"], [ROW]).details[0]["turns"]
+    ] == ["<answer>A</answer>"]
+
+
+def test_the_tool_forgets_the_oldest_queries_past_its_memory():
+    tool = Searcher(retriever=Shelf(), k=1).search_tool()
+    tool.remembered = 2
+    tool(["rickets", "vitamin c", "rickets again"])
+    assert tool.ids_of("rickets") is None
+    assert (tool.ids_of("vitamin c"), tool.ids_of("rickets again")) == (["d1"], ["d2"])
+
+
 def test_the_tool_inserts_the_top_passages_and_a_blank_query_finds_nothing():
     shelf = Shelf()
     tool = Searcher(retriever=shelf, k=2).search_tool()

@@ -149,3 +149,34 @@ def test_lengths_count_what_the_policy_wrote_and_the_searches_are_counted(tiny_l
     assert metrics["searches/mean"] == 0.75 and metrics["searches/none_share"] == 0.5
     assert metrics["completions/mean_inserted_length"] == sum(info) / 4
     assert metrics["completions/mean_length"] == (43 + 18 + 64 + 70) / 4
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
+def test_on_a_cuda_device_the_rollout_and_the_policys_log_probs_are_the_cpus(tiny_lm):
+    """The turns are assembled, padded and marked on the network's device, and the log-probs of
+    what the policy wrote, with the passages in context, are the CPU's."""
+    from src.model.causal_lm import load_causal_lm
+    from src.rollout.hf import HFSampler
+
+    lm = load_causal_lm(tiny_lm.network.name_or_path)  # a private copy, moved to the GPU
+    lm.network.to("cuda")
+
+    def sampler():
+        return MultiTurnSampler(ScriptedTurns(script, max_completion_length=70), Library())
+
+    cpu = sampler().sample(tiny_lm, ["Q?", "R?"], 4)
+    gpu = sampler().sample(lm, ["Q?", "R?"], 4)
+    for field in ("prompt_ids", "prompt_mask", "completion_ids", "completion_mask"):
+        assert getattr(gpu, field).device.type == "cuda"
+        assert torch.equal(getattr(gpu, field).cpu(), getattr(cpu, field))
+    assert torch.equal(gpu.inserted_mask.cpu(), cpu.inserted_mask) and cpu.inserted_mask.any()
+    assert torch.equal(gpu.is_clipped.cpu(), cpu.is_clipped)
+    assert gpu.completions == cpu.completions
+    with torch.no_grad():
+        on_cpu, on_gpu = tiny_lm.log_probs(cpu)[0], lm.log_probs(gpu)[0].cpu()
+    written = cpu.action_mask.bool()
+    assert torch.allclose(on_gpu[written], on_cpu[written], atol=1e-3)
+    # the real turn sampler draws on the GPU too
+    drawn = MultiTurnSampler(HFSampler(max_completion_length=8), Library()).sample(lm, ["Hi"], 3)
+    assert drawn.completion_ids.device.type == "cuda" and drawn.completion_ids.shape[0] == 3
