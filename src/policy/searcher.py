@@ -107,8 +107,8 @@ class Searcher(Generator):
         network: PolicyNetwork | None = None,
     ) -> Outcomes:
         """The letter of each completion's last answer ('' without one), and its searches:
-        how many, their queries, whether the passages it read hold the row's gold answer text,
-        and its turns (`turn_details`)."""
+        how many, whether it searched at all, their queries, whether the passages it read hold
+        the row's gold answer text, and its turns (`turn_details`)."""
         texts, details = [], []
         for completion, row in zip(completions, rows, strict=True):
             turns = self.turns(self.response_prefix + completion)
@@ -121,6 +121,7 @@ class Searcher(Generator):
             details.append(
                 {
                     "searches": float(len(read)),
+                    "searched": float(bool(read)),
                     "queries": self.queries(written),
                     "gold_in_information": float(
                         bool(gold) and any(gold in t.lower() for t in read)

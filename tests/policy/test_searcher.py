@@ -48,6 +48,7 @@ def test_the_outcome_is_the_last_answers_letter_and_the_searches_are_counted():
     outcomes = role.outcomes([searched, misled, "B", "<answer>B"], [ROW] * 4)
     assert outcomes.texts == ["B", "C", "", ""]  # no closed answer tag: no answer
     assert [d["searches"] for d in outcomes.details] == [1.0, 1.0, 0.0, 0.0]
+    assert [d["searched"] for d in outcomes.details] == [1.0, 1.0, 0.0, 0.0]
     assert outcomes.details[0]["queries"] == ["vitamin C deficiency"]
     assert [d["gold_in_information"] for d in outcomes.details] == [1.0, 0.0, 0.0, 0.0]
     # a letter inside the passages is not the policy's answer
