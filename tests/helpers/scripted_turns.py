@@ -2,24 +2,26 @@
 
 `ScriptedTurns(script)` continues each context (prompt and turns so far, as text) with
 `script(context, row)`; as a run's `rollout._target_` it searches once with a query of its own
-per row, then answers a letter its context picks (so the rows of a group differ).
+per row (`query`, e.g. `+rollout.query='triage note row {row}'`), then answers a letter its
+context picks (so the rows of a group differ).
 """
 
 from __future__ import annotations
 
 import zlib
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 import torch
 from torch import Tensor
 
 
-def search_then_answer(context: str, row: int) -> str:
-    """Before any passage: a query naming the row, then the closing tag (the prompt ends with
+def search_then_answer(context: str, row: int, query: str = "findings of row {row}") -> str:
+    """Before any passage: `query` for the row, then the closing tag (the prompt ends with
     `<search>`); after one: an answer letter picked by the context, then EOS ('$')."""
     if "<information>" not in context.rsplit("<search>", 1)[-1]:
-        return f" findings of row {row}</search>"
+        return f" {query.format(row=row)}</search>"
     return f"<answer>{'ABCD'[zlib.crc32(context.encode()) % 4]}</answer>$"
 
 
@@ -31,11 +33,12 @@ class ScriptedTurns:
 
     def __init__(
         self,
-        script: Callable[[str, int], str] = search_then_answer,
+        script: Callable[[str, int], str] | None = None,
         max_completion_length: int = 200,
+        query: str = "findings of row {row}",
         **_: Any,
     ) -> None:
-        self.script = script
+        self.script = script or partial(search_then_answer, query=query)
         self.max_completion_length = max_completion_length
         self.calls: list[tuple[list[str], int, int]] = []
 

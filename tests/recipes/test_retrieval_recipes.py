@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import mlflow
 import pytest
 
 from src.eval import evaluate
@@ -41,9 +42,11 @@ SEARCHER = [
     "task=medqa_searcher",
     "hardware=[cpu,lora]",
     "rollout._target_=tests.helpers.scripted_turns.ScriptedTurns",  # searches, then answers
+    "+rollout.query='triage note row {row}'",  # words of the textbook's notes: BM25 finds some
     "algo.max_completion_length=64",
     "trainer.max_steps=2",
     "trainer.val_check_interval=2",
+    "algo.samples_every_n_steps=2",
 ]
 
 
@@ -122,10 +125,19 @@ def test_searcher_trains_on_its_own_tokens_and_evaluates_four_ways(make_cfg, tmp
     assert set(history(cfg, run, "searches/mean").values()) == {1.0}  # one search a row
     assert set(history(cfg, run, "searches/none_share").values()) == {0.0}
     assert min(history(cfg, run, "completions/mean_inserted_length").values()) > 10
-    # written only, in bytes: " findings of row N</search>", then "<answer>X</answer>" (the row
+    # written only, in bytes: " triage note row N</search>", then "<answer>X</answer>" (the row
     # ends there, before the script's EOS)
     assert set(history(cfg, run, "completions/mean_length").values()) == {27 + 18}
     assert max(abs(v) for v in history(cfg, run, "loss").values()) > 0  # the letters differ
+    # the samples table shows each turn: what was written, the query, the passages' ids
+    client = mlflow.MlflowClient(tracking_uri=cfg.paths.mlflow_uri)
+    table = json.loads(
+        Path(client.download_artifacts(run.info.run_id, "samples/step_000002.json")).read_text()
+    )
+    turns = [json.loads(row[table["columns"].index("turns")]) for row in table["data"]]
+    first, last = turns[0]
+    assert first["query"].startswith("triage note row") and last["wrote"].startswith("<answer>")
+    assert all(t[0]["passages"][0].startswith("note-") for t in turns)  # the tool's ids
 
     eval_cfg = make_cfg(
         *SEARCHER, sample,
