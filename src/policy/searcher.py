@@ -23,6 +23,8 @@ from src.retrieval.tool import PassageTool
 from src.rollout.multi_turn import Tags, Tool, query_of
 from src.utils.errors import ConfigError
 
+ANSWER_FORMS = ("letter", "option")
+
 
 class Searcher(Generator):
     """Prompts from `template` (the generator's settings), a search tool over `retriever`'s top
@@ -41,11 +43,14 @@ class Searcher(Generator):
         answer_close: str = "</answer>",
         information: str = "\n<information>{text}</information>\n",
         search_question_first: bool = False,
+        answer_as: str = "letter",
         **generator: Any,
     ) -> None:
         super().__init__(**generator)
         if k < 1:
             raise ConfigError(f"policy.k must be >= 1, got {k}")
+        if answer_as not in ANSWER_FORMS:
+            raise ConfigError(f"policy.answer_as must be one of {ANSWER_FORMS}, got {answer_as!r}")
         if max_searches < 0:
             raise ConfigError(f"policy.max_searches must be >= 0, got {max_searches}")
         if "{text}" not in information:
@@ -67,6 +72,7 @@ class Searcher(Generator):
         self.answer_open = answer_open
         self.tags = Tags(search_open, search_close, answer_close, information)
         self.search_question_first = search_question_first
+        self.answer_as = answer_as
         self.tool = PassageTool(retriever, k, passage_template)
 
     def prepare(self, network: PolicyNetwork, rows: list[dict[str, Any]]) -> dict[str, float]:
@@ -117,7 +123,7 @@ class Searcher(Generator):
             if self.search_question_first:
                 read.insert(0, str(row.get("question_passages", "")))
             gold = str(row.get("answer_text", "")).strip().lower()
-            texts.append(self.answer_letter(written))
+            texts.append(self.answer_letter(written, row.get("options") or {}))
             details.append(
                 {
                     "searches": float(len(read)),
@@ -164,8 +170,27 @@ class Searcher(Generator):
         pattern = re.escape(self.tags.search_open) + r"(.*?)" + re.escape(self.tags.search_close)
         return [query.strip() for query in re.findall(pattern, written, re.DOTALL)]
 
-    def answer_letter(self, written: str) -> str:
-        """The option letter inside the last answer tag, or ''."""
+    def answer_letter(self, written: str, options: dict[str, str]) -> str:
+        """The letter of the last answer tag's option, or '': with `answer_as` 'letter' the
+        letter written there; with 'option' the option whose text it holds (the longest, where
+        one option's text holds another's), so that a bare letter answers nothing."""
         pattern = re.escape(self.answer_open) + r"(.*?)" + re.escape(self.tags.answer_close)
         answers = re.findall(pattern, written, re.DOTALL)
-        return first_letter(answers[-1]) if answers else ""
+        if not answers:
+            return ""
+        if self.answer_as == "letter":
+            return first_letter(answers[-1])
+        return option_named(answers[-1], options)
+
+
+def option_named(answer: str, options: dict[str, str]) -> str:
+    """The letter of the option whose text `answer` holds (case and spacing aside), the
+    longest where several do; '' where none does or two different texts of one length do."""
+    said = " ".join(answer.lower().split())
+    texts = {letter: " ".join(str(text).lower().split()) for letter, text in options.items()}
+    named = [(len(text), letter) for letter, text in texts.items() if text and text in said]
+    if not named:
+        return ""
+    longest = max(length for length, _ in named)
+    letters = [letter for length, letter in named if length == longest]
+    return letters[0] if len(letters) == 1 else ""

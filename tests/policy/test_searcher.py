@@ -89,6 +89,17 @@ def test_each_turn_shows_what_was_written_its_query_and_the_ids_it_read():
     ] == ["<answer>A</answer>"]
 
 
+def test_an_answer_by_option_text_names_its_option_and_a_bare_letter_names_none():
+    role = Searcher(retriever=Shelf(), answer_as="option")
+    options = {"A": "vitamin B", "B": "vitamin B12", "C": "iron", "D": "Iron deficiency"}
+    said = ["<answer>Vitamin  B12</answer>", "<answer>it is iron</answer>", "<answer>B</answer>"]
+    rows = [{**ROW, "options": options}] * 4
+    texts = role.outcomes([*said, "<answer>vitamin B</answer>"], rows).texts
+    assert texts == ["B", "C", "", "A"]  # the longest option named; a letter alone is no option
+    assert role.outcomes(["<answer>iron deficiency</answer>"], rows[:1]).texts == ["D"]
+    assert Searcher(retriever=Shelf()).outcomes(said[2:], rows[:1]).texts == ["B"]  # letters
+
+
 def test_the_tool_forgets_the_oldest_queries_past_its_memory():
     tool = Searcher(retriever=Shelf(), k=1).search_tool()
     tool.remembered = 2
@@ -111,6 +122,7 @@ def test_the_tool_inserts_the_top_passages_and_a_blank_query_finds_nothing():
         ({"max_searches": -1}, "policy.max_searches must be >= 0"),
         ({"information": "<information></information>"}, "policy.information must hold {text}"),
         ({"search_close": " "}, "policy.search_close must not be blank"),
+        ({"answer_as": "text"}, "policy.answer_as must be one of"),
     ],
 )
 def test_bad_settings_are_named(setting, message):
