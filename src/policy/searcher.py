@@ -65,10 +65,7 @@ class Searcher(Generator):
         ):
             if not tag.strip():
                 raise ConfigError(f"policy.{key} must not be blank")
-        self.retriever = retriever
-        self.k = k
         self.max_searches = max_searches
-        self.passage_template = passage_template
         self.answer_open = answer_open
         self.tags = Tags(search_open, search_close, answer_close, information)
         self.search_question_first = search_question_first
