@@ -9,10 +9,10 @@ from typing import Any
 
 import lightning as L
 import torch
-from torch.utils.data import DataLoader, Sampler
+from torch.utils.data import DataLoader, Dataset, Sampler
 
 from src.data.files import DataFileError, read_rows, require_fields
-from src.data.mcq import blank, clean_rows
+from src.data.mcq import blank, clean_rows, is_mcq_row, shuffle_options
 from src.utils.distributed import rank, world_size
 from src.utils.errors import ConfigError
 
@@ -33,13 +33,20 @@ class StepSampler(Sampler[list[int]]):
     rows come as whole random permutations, as torch's `RandomSampler` draws them.
     `batch_size` is the global batch: on several processes each takes its own contiguous
     share of every batch (rank r the r-th), read from the process group when iterated, so
-    the processes together see exactly the batches one process would."""
+    the processes together see exactly the batches one process would.
 
-    def __init__(self, num_rows: int, batch_size: int, num_batches: int, seed: int) -> None:
+    With `numbered`, each index comes as `(row, draw)`: `draw` numbers the draw within the
+    whole run (pass and position), so whatever a dataset does per draw is as reproducible as
+    the order, resumed runs included."""
+
+    def __init__(
+        self, num_rows: int, batch_size: int, num_batches: int, seed: int, numbered: bool = False
+    ) -> None:
         self.num_rows = num_rows
         self.batch_size = batch_size
         self.num_batches = num_batches
         self.seed = seed
+        self.numbered = numbered
         self.epoch = 0
         self.start_batch = 0  # the next pass starts here (set when resuming), then from 0
 
@@ -54,7 +61,7 @@ class StepSampler(Sampler[list[int]]):
     def __len__(self) -> int:
         return self.num_batches
 
-    def __iter__(self) -> Iterator[list[int]]:
+    def __iter__(self) -> Iterator[list[int] | list[tuple[int, int]]]:
         # Pass 0 draws exactly what RandomSampler(generator=manual_seed(seed)) would.
         generator = torch.Generator().manual_seed(self.seed + 1_000_003 * self.epoch)
         order: list[int] = []
@@ -62,9 +69,14 @@ class StepSampler(Sampler[list[int]]):
             order += torch.randperm(self.num_rows, generator=generator).tolist()
         start, self.start_batch = self.start_batch, 0
         share, first = process_share(self.batch_size)
+        drawn_before = self.epoch * self.num_batches * self.batch_size  # draws of earlier passes
         for batch in range(start, self.num_batches):
             offset = batch * self.batch_size + first
-            yield order[offset : offset + share]
+            rows = order[offset : offset + share]
+            if self.numbered:
+                yield [(row, drawn_before + offset + i) for i, row in enumerate(rows)]
+            else:
+                yield rows
 
 
 def process_share(batch_size: int) -> tuple[int, int]:
@@ -113,13 +125,35 @@ class ShardedBatches(Sampler[list[int]]):
         yield from self._batches()
 
 
+class OptionsDealt(Dataset):
+    """Multiple-choice rows whose options are dealt to the letters afresh at every draw, in an
+    order that depends only on the seed and the draw's number (`StepSampler(numbered=True)`)."""
+
+    def __init__(self, rows: list[dict[str, Any]], seed: int) -> None:
+        self.rows = rows
+        self.seed = seed
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    def __getitem__(self, key: tuple[int, int]) -> dict[str, Any]:
+        index, draw = key
+        return shuffle_options(self.rows[index], random.Random(f"{self.seed}:{draw}"))
+
+
 def step_loader(
-    rows: list[dict[str, Any]], batch_size: int, num_batches: int, seed: int
+    rows: list[dict[str, Any]],
+    batch_size: int,
+    num_batches: int,
+    seed: int,
+    deal_options: bool = False,
 ) -> DataLoader:
     """`num_batches` random batches of rows in one pass, so a progress bar counts steps;
-    `batch_size` rows per step over all processes together."""
-    order = StepSampler(len(rows), batch_size, num_batches, seed)
-    return DataLoader(rows, batch_sampler=order, collate_fn=keep_rows)
+    `batch_size` rows per step over all processes together. With `deal_options` every drawn
+    multiple-choice row comes with its options in a new order (`OptionsDealt`)."""
+    order = StepSampler(len(rows), batch_size, num_batches, seed, numbered=deal_options)
+    dataset = OptionsDealt(rows, seed) if deal_options else rows
+    return DataLoader(dataset, batch_sampler=order, collate_fn=keep_rows)
 
 
 def held_out_loader(rows: list[dict[str, Any]], batch_size: int) -> DataLoader:
@@ -139,7 +173,9 @@ class PromptDataModule(L.LightningDataModule):
     canonical row, dropping incomplete rows (counted in `report`) and stopping at wrong ones. Training batches are drawn at random for
     `num_batches` steps, so the progress bar counts optimizer steps rather than epochs; each
     holds `rounds_per_step` batches of `batch_size` prompts, the later ones the reserve that
-    dynamic sampling (`algo.sampling_rounds`) draws from.
+    dynamic sampling (`algo.sampling_rounds`) draws from. With `shuffle_options` every drawn
+    training row (multiple-choice rows only) has its options dealt to the letters in a new
+    order, so no answer position pays; held-out rows keep the file's order.
     """
 
     def __init__(
@@ -156,6 +192,7 @@ class PromptDataModule(L.LightningDataModule):
         num_batches: int | None = 1000,
         seed: int = 0,
         rounds_per_step: int = 1,
+        shuffle_options: bool = False,
     ) -> None:
         super().__init__()
         if source is None and path is None:
@@ -174,6 +211,7 @@ class PromptDataModule(L.LightningDataModule):
         self.num_batches = num_batches
         self.seed = seed
         self.rounds_per_step = rounds_per_step
+        self.shuffle_options = shuffle_options
         self.train_rows: list[dict[str, Any]] = []
         self.val_rows: list[dict[str, Any]] = []
         self.report: dict[str, Any] = {}
@@ -231,6 +269,11 @@ class PromptDataModule(L.LightningDataModule):
             raise DataFileError(
                 f"{source_name}: the held-out split is empty; set data.val_size > 0"
             )
+        if self.shuffle_options and not all(is_mcq_row(row) for row in train_rows):
+            raise ConfigError(
+                f"data.shuffle_options=true needs multiple-choice rows (options and a gold letter); "
+                f"{source_name} has other rows: set data.shuffle_options=false"
+            )
         if self.max_val_rows is not None:
             val_rows = val_rows[: self.max_val_rows]
         self.train_rows, self.val_rows = train_rows, val_rows
@@ -276,7 +319,9 @@ class PromptDataModule(L.LightningDataModule):
 
     def train_dataloader(self) -> DataLoader:
         rows_per_step = self.batch_size * self.rounds_per_step  # the step's prompts, then a reserve
-        loader = step_loader(self.train_rows, rows_per_step, self.num_batches, self.seed)
+        loader = step_loader(
+            self.train_rows, rows_per_step, self.num_batches, self.seed, self.shuffle_options
+        )
         if self.resume_position is not None:
             loader.batch_sampler.resume_at(*self.resume_position)
             self.resume_position = None

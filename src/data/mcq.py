@@ -9,6 +9,7 @@ policy template, one reward and one evaluation serve all of them:
 from __future__ import annotations
 
 import logging
+import random
 from collections import Counter
 from collections.abc import Callable, Iterable
 from typing import Any
@@ -66,6 +67,35 @@ def mcq_row(
         "answer_text": by_letter[letters[answer_index]],
         "explanation": text(explanation),
         **{key: text(value) for key, value in meta.items()},
+    }
+
+
+def is_mcq_row(row: dict[str, Any]) -> bool:
+    """True for a canonical row: `options` maps letters to texts and `answer` is one of them."""
+    options = row.get("options")
+    return isinstance(options, dict) and row.get("answer") in options
+
+
+def shuffle_options(row: dict[str, Any], rng: random.Random) -> dict[str, Any]:
+    """A copy of a canonical row with its option texts dealt to the letters in a random order.
+
+    The letters stay A, B, C, ... in the prompt; the texts move, and `answer` (the gold letter),
+    `answer_text` and every letter field follow them. So a policy that learns a letter or a
+    position earns the chance rate on every question, whatever the file's gold letters favour.
+    """
+    letters = list(row["options"])
+    texts = [row["options"][letter] for letter in letters]
+    rng.shuffle(texts)
+    by_letter = dict(zip(letters, texts, strict=True))
+    gold = row["options"][row["answer"]]
+    answer = next(letter for letter, option in by_letter.items() if option == gold)
+    return {
+        **row,
+        **by_letter,
+        "options": by_letter,
+        "options_text": "\n".join(f"{letter}. {option}" for letter, option in by_letter.items()),
+        "answer": answer,
+        "answer_text": gold,
     }
 
 
