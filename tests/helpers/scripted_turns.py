@@ -19,10 +19,15 @@ from torch import Tensor
 
 def search_then_answer(context: str, row: int, query: str = "findings of row {row}") -> str:
     """Before any passage: `query` for the row, then the closing tag (the prompt ends with
-    `<search>`); after one: an answer letter picked by the context, then EOS ('$')."""
+    `<search>`); after one: an option's whole line ("B. text", the last such line of the
+    context, so the question's own), picked by the context, then EOS ('$'). Its letter answers
+    under `policy.answer_as=letter`, its text under `option`."""
     if "<information>" not in context.rsplit("<search>", 1)[-1]:
         return f" {query.format(row=row)}</search>"
-    return f"<answer>{'ABCD'[zlib.crc32(context.encode()) % 4]}</answer>$"
+    letter = "ABCD"[zlib.crc32(context.encode()) % 4]
+    start = context.rfind(f"\n{letter}. ")
+    line = context[start + 1 :].split("\n", 1)[0] if start >= 0 else letter
+    return f"<answer>{line}</answer>$"
 
 
 class ScriptedTurns:

@@ -125,10 +125,7 @@ def test_searcher_trains_on_its_own_tokens_and_evaluates_four_ways(make_cfg, tmp
     assert set(history(cfg, run, "searches/mean").values()) == {1.0}  # one search a row
     assert set(history(cfg, run, "searches/none_share").values()) == {0.0}
     assert min(history(cfg, run, "completions/mean_inserted_length").values()) > 10
-    # written only, in bytes: " triage note row N</search>", then "<answer>X</answer>" (the row
-    # ends there, before the script's EOS)
-    assert set(history(cfg, run, "completions/mean_length").values()) == {27 + 18}
-    assert max(abs(v) for v in history(cfg, run, "loss").values()) > 0  # the letters differ
+    assert max(abs(v) for v in history(cfg, run, "loss").values()) > 0  # the answers differ
     # the samples table shows each turn: what was written, the query, the passages' ids
     client = mlflow.MlflowClient(tracking_uri=cfg.paths.mlflow_uri)
     table = json.loads(
@@ -138,6 +135,15 @@ def test_searcher_trains_on_its_own_tokens_and_evaluates_four_ways(make_cfg, tmp
     first, last = turns[0]
     assert first["query"].startswith("triage note row") and last["wrote"].startswith("<answer>")
     assert all(t[0]["passages"][0].startswith("note-") for t in turns)  # the tool's ids
+    # the length counts only what the policy wrote (bytes here): " triage note row N</search>"
+    # after the response prefix "<search>", then "<answer>B. option</answer>" (the row ends
+    # there, before the script's EOS); never the inserted passages
+    prefix = len(cfg.policy.response_prefix.encode())
+    written = [sum(len(turn["wrote"].encode()) for turn in row) - prefix for row in turns]
+    assert history(cfg, run, "completions/mean_length")[2] == pytest.approx(
+        sum(written) / len(written)
+    )
+    assert all(row[0]["wrote"].endswith("</search>") and len(row) == 2 for row in turns)
 
     eval_cfg = make_cfg(
         *SEARCHER, sample,
