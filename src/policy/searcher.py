@@ -110,8 +110,9 @@ class Searcher(Generator):
         network: PolicyNetwork | None = None,
     ) -> Outcomes:
         """The letter of each completion's last answer ('' without one), and its searches:
-        how many, whether it searched at all, their queries, whether the passages it read hold
-        the row's gold answer text, and its turns (`turn_details`)."""
+        how many, whether it searched at all, their queries (each the query the sampler
+        searched: `query_of` its turn), whether the passages it read hold the row's gold answer
+        text, and its turns (`turn_details`)."""
         texts, details = [], []
         for completion, row in zip(completions, rows, strict=True):
             turns = self.turns(self.response_prefix + completion)
@@ -121,15 +122,16 @@ class Searcher(Generator):
                 read.insert(0, str(row.get("question_passages", "")))
             gold = str(row.get("answer_text", "")).strip().lower()
             texts.append(self.answer_letter(written, row.get("options") or {}))
+            turn_details = self.turn_details(turns)
             details.append(
                 {
                     "searches": float(len(read)),
                     "searched": float(bool(read)),
-                    "queries": self.queries(written),
+                    "queries": [turn["query"] for turn in turn_details if "query" in turn],
                     "gold_in_information": float(
                         bool(gold) and any(gold in t.lower() for t in read)
                     ),
-                    "turns": self.turn_details(turns),
+                    "turns": turn_details,
                 }
             )
         return Outcomes(texts=texts, details=details)
@@ -161,11 +163,6 @@ class Searcher(Generator):
                 turn.update(query=query, passages=self.tool.ids_of(query))
             details.append(turn)
         return details
-
-    def queries(self, written: str) -> list[str]:
-        """The queries the policy wrote, in order."""
-        pattern = re.escape(self.tags.search_open) + r"(.*?)" + re.escape(self.tags.search_close)
-        return [query.strip() for query in re.findall(pattern, written, re.DOTALL)]
 
     def answer_letter(self, written: str, options: dict[str, str]) -> str:
         """The letter of the last answer tag's option, or '': with `answer_as` 'letter' the

@@ -89,6 +89,20 @@ def test_each_turn_shows_what_was_written_its_query_and_the_ids_it_read():
     ] == ["<answer>A</answer>"]
 
 
+def test_the_queries_are_what_the_sampler_searched():
+    """A turn that opens two search tags searched the text after the last one (`query_of`);
+    `queries` reports that query, and a closing tag with no passages after it searched nothing."""
+    role = Searcher(retriever=Shelf(), k=1)
+    info = role.tags.information
+    completion = (
+        f"<search>scurvy <search>vitamin C</search>{info.format(text='')}"
+        "<answer>A</answer> and </search>"
+    )
+    (detail,) = role.outcomes([completion], [ROW]).details
+    assert detail["queries"] == ["vitamin C"]
+    assert detail["turns"][0]["query"] == "vitamin C"
+
+
 def test_an_answer_by_option_text_names_its_option_and_a_bare_letter_names_none():
     role = Searcher(retriever=Shelf(), answer_as="option")
     options = {"A": "vitamin B", "B": "vitamin B12", "C": "iron", "D": "Iron deficiency"}
