@@ -9,6 +9,7 @@ inverse-CDF draw; `tests/rollout/test_decode.py` holds it to `generate`.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
@@ -25,6 +26,9 @@ from src.model.steps import Steps
 
 # on a GPU, tokens drawn between two questions of whether every row has ended
 ENDED_CHECK_EVERY = 16
+
+# (tokens drawn so far [N, t], rows still going [N] bool) -> rows whose text now ends [N] bool
+Stop = Callable[[Tensor, Tensor], Tensor]
 
 
 @dataclass(frozen=True)
@@ -75,6 +79,7 @@ def decode(
     pad_token_id: int,
     sampling: Sampling,
     ended_check_every: int | None = None,
+    stop: Stop | None = None,
 ) -> Tensor:
     """New tokens [B * group_size, <= max_new_tokens] for the B left-padded prompts, rows
     i*G .. i*G+G-1 continuing prompt i; pad after each row's first EOS. Stops when every row
@@ -83,7 +88,12 @@ def decode(
     has ended is asked every `ended_check_every` tokens: by default after every token on the
     CPU, and every `ENDED_CHECK_EVERY` on a GPU, where each question waits for the device to
     finish what is queued. The tokens drawn past the end are cut, so the tokens returned are
-    the same (the random numbers drawn for them are not given back)."""
+    the same (the random numbers drawn for them are not given back).
+
+    `stop`, asked at the same moments, ends rows as their EOS would, where what they drew says
+    they are done (a multi-turn row at `</search>`): pad follows. It sees every token drawn, so
+    a caller that cuts a row at its stop text gets the tokens it would get without `stop`; only
+    the loop ends sooner when every row has stopped."""
     device = prompt_ids.device
     check_every = ended_check_every or (1 if device.type == "cpu" else ENDED_CHECK_EVERY)
     eos = torch.as_tensor(eos_token_ids, device=device)
@@ -107,8 +117,11 @@ def decode(
         tokens.append(chosen)
         if step + 1 == max_new_tokens:
             break
-        if not suppressed and (step + 1) % check_every == 0 and bool(ended.all()):
-            break
+        if not suppressed and (step + 1) % check_every == 0:
+            if stop is not None:
+                ended |= stop(torch.stack(tokens, dim=1), ~ended)
+            if bool(ended.all()):
+                break
         if processors:
             seen = torch.cat([seen, chosen.unsqueeze(1)], dim=1)
         logits = steps.step(chosen, position)

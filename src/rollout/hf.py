@@ -7,7 +7,7 @@ from torch import Tensor
 
 from src.model.fast.decoding import decoding_steps
 from src.model.network import DecodedNetwork
-from src.rollout.decode import Sampling, decode
+from src.rollout.decode import Sampling, Stop, decode
 from src.rollout.rollout import Rollout, completion_mask
 from src.rollout.sampler import check_sampling
 
@@ -55,10 +55,11 @@ class HFSampler:
         group_size: int,
         max_new_tokens: int,
         greedy: bool = False,
+        stop: Stop | None = None,
     ) -> Tensor:
         """[B * G, <= max_new_tokens] tokens drawn after each of the B left-padded token
-        prompts, G rows per prompt, pad after each row's first EOS (what `sample` decodes, and
-        a multi-turn rollout's every turn)."""
+        prompts, G rows per prompt, pad after each row's first EOS or where `stop` ends it
+        (what `sample` decodes, and a multi-turn rollout's every turn)."""
         sampling = (
             Sampling(greedy=True)
             if greedy
@@ -86,6 +87,7 @@ class HFSampler:
                     lm.eos_token_ids,
                     lm.tokenizer.pad_token_id,
                     sampling,
+                    stop=stop,
                 )
         finally:
             lm.network.train(was_training)

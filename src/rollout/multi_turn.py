@@ -21,6 +21,7 @@ import torch
 from torch import Tensor
 
 from src.model.network import DecodedNetwork
+from src.rollout.decode import Stop
 from src.rollout.rollout import Rollout, pad_rows, unpadded_prompts
 
 
@@ -47,8 +48,10 @@ class TurnSampler(Protocol):
         group_size: int,
         max_new_tokens: int,
         greedy: bool = False,
+        stop: Stop | None = None,
     ) -> Tensor:
-        """[B * G, <= max_new_tokens] tokens after each left-padded prompt, pad after EOS."""
+        """[B * G, <= max_new_tokens] tokens after each left-padded prompt, pad after EOS or
+        where `stop` ends a row (it may also draw on: the caller cuts at the stop text)."""
         ...
 
     def sync(self, lm: DecodedNetwork) -> None:
@@ -94,6 +97,21 @@ def first_mark(tokenizer: Any, tokens: list[int], marks: list[str]) -> tuple[int
     return len(tokens), None  # unreachable: the whole text holds a mark
 
 
+def stop_at_marks(tokenizer: Any, marks: list[list[str]]) -> Stop:
+    """A `Stop` that ends row i once the text of its drawn tokens holds one of `marks[i]` (the
+    text `first_mark` cuts it at), so a turn's decoding ends when every row has paused or
+    answered, not at the longest row's budget."""
+
+    def stopped(drawn: Tensor, going: Tensor) -> Tensor:
+        ends = torch.zeros(drawn.size(0), dtype=torch.bool)
+        for i in going.nonzero().flatten().tolist():
+            text = tokenizer.decode(drawn[i].tolist(), skip_special_tokens=True)
+            ends[i] = any(mark in text for mark in marks[i])
+        return ends.to(drawn.device)
+
+    return stopped
+
+
 def query_of(turn_text: str, tags: Tags) -> str:
     """The query of a turn that ends in `tags.search_close`: after the last opening tag (the
     whole turn where there is none), whitespace trimmed."""
@@ -137,7 +155,13 @@ class MultiTurnSampler:
         prompts = unpadded_prompts(prompt_ids, prompt_mask)
         rows = [Row() for _ in range(prompt_ids.size(0))]
         drawn = self.turns.new_tokens(
-            lm, encoded["input_ids"], encoded["attention_mask"], group_size, budget, greedy
+            lm,
+            encoded["input_ids"],
+            encoded["attention_mask"],
+            group_size,
+            budget,
+            greedy,
+            self._stop(lm, rows),
         )
         self._take(lm, rows, list(range(len(rows))), drawn)
         while waiting := [i for i, row in enumerate(rows) if row.query is not None]:
@@ -159,9 +183,22 @@ class MultiTurnSampler:
             ids, mask = left_padded(contexts, lm.tokenizer.pad_token_id)
             ids, mask = ids.to(prompt_ids.device), mask.to(prompt_ids.device)
             room = max(budget - rows[i].written for i in going)
-            drawn = self.turns.new_tokens(lm, ids, mask, 1, room, greedy)
+            stop = self._stop(lm, [rows[i] for i in going])
+            drawn = self.turns.new_tokens(lm, ids, mask, 1, room, greedy, stop)
             self._take(lm, rows, going, drawn)
         return self._rollout(lm, rows, prompt_ids, prompt_mask)
+
+    def _marks(self, row: Row) -> list[str]:
+        """Where the row's turn ends: its answer's end, and its query's end while it may
+        still search."""
+        marks = [self.tags.answer_close]
+        if row.searches < self.max_searches:
+            marks.append(self.tags.search_close)
+        return marks
+
+    def _stop(self, lm: DecodedNetwork, rows: list[Row]) -> Stop:
+        """The decoding of a turn of `rows` ends each row at its marks (`stop_at_marks`)."""
+        return stop_at_marks(lm.tokenizer, [self._marks(row) for row in rows])
 
     def _take(self, lm: DecodedNetwork, rows: list[Row], which: list[int], drawn: Tensor) -> None:
         """Add each row's new turn (row `which[j]` drew `drawn[j]`): up to its EOS, its budget,
@@ -173,10 +210,7 @@ class MultiTurnSampler:
             ended = next((k for k, token in enumerate(tokens) if token in eos), None)
             if ended is not None:
                 tokens = tokens[: ended + 1]
-            marks = [self.tags.answer_close]
-            if row.searches < self.max_searches:
-                marks.append(self.tags.search_close)
-            cut, mark = first_mark(lm.tokenizer, tokens, marks)
+            cut, mark = first_mark(lm.tokenizer, tokens, self._marks(row))
             tokens = tokens[:cut]
             row.tokens += tokens
             row.inserted += [0] * len(tokens)

@@ -61,8 +61,10 @@ class ScriptedTurns:
         group_size: int,
         max_new_tokens: int,
         greedy: bool = False,
+        stop: Any = None,
     ) -> Tensor:
-        """The scripted continuation of each context, G rows each, right-padded."""
+        """The scripted continuation of each context, G rows each, right-padded (whole: a
+        script's turn is its own end, so `stop` has nothing to cut)."""
         tokenizer = lm.tokenizer
         contexts = [
             tokenizer.decode(ids[mask.bool()].tolist(), skip_special_tokens=True)

@@ -100,6 +100,25 @@ def test_decoding_stops_when_every_row_has_ended_and_pads_after_eos() -> None:
     assert tokens.tolist() == [[2, 2, 5]] * 4
 
 
+def test_a_stop_ends_rows_as_eos_would_and_the_loop_when_all_have_ended() -> None:
+    """Row r stops once it has drawn r + 2 tokens: pad follows, and the loop ends at the
+    last row's stop, before any EOS (the stand-in network writes EOS as its 10th token)."""
+    ids, mask = torch.ones(1, 3, dtype=torch.long), torch.ones(1, 3, dtype=torch.long)
+    asked: list[list[bool]] = []
+
+    def stop(drawn: torch.Tensor, going: torch.Tensor) -> torch.Tensor:
+        asked.append(going.tolist())
+        return torch.tensor([drawn.size(1) >= row + 2 for row in range(drawn.size(0))])
+
+    tokens = decode(ModuleSteps(EndsAfter(10)), ids, mask, 2, 12, [5], 0, Sampling(greedy=True))
+    assert tokens.tolist() == [[2] * 9 + [5]] * 2
+    tokens = decode(
+        ModuleSteps(EndsAfter(10)), ids, mask, 2, 12, [5], 0, Sampling(greedy=True), stop=stop
+    )
+    assert tokens.tolist() == [[2, 2, 0], [2, 2, 2]]
+    assert asked == [[True, True], [True, True], [False, True]]  # only rows still going
+
+
 @pytest.mark.parametrize("forced", [4, 10])
 def test_min_new_tokens_suppresses_eos(forced: int) -> None:
     ids, mask = torch.ones(1, 3, dtype=torch.long), torch.ones(1, 3, dtype=torch.long)

@@ -180,3 +180,60 @@ def test_on_a_cuda_device_the_rollout_and_the_policys_log_probs_are_the_cpus(tin
     # the real turn sampler draws on the GPU too
     drawn = MultiTurnSampler(HFSampler(max_completion_length=8), Library()).sample(lm, ["Hi"], 3)
     assert drawn.completion_ids.device.type == "cuda" and drawn.completion_ids.shape[0] == 3
+
+
+class Widths:
+    """An `HFSampler` that records how many tokens each turn's decoding drew, and that can be
+    told to ignore the rollout's stop (a turn then runs to its longest row's end)."""
+
+    def __init__(self, ignore_stop: bool, **settings) -> None:
+        from src.rollout.hf import HFSampler
+
+        self.sampler = HFSampler(**settings)
+        self.ignore_stop = ignore_stop
+        self.temperature = self.sampler.temperature
+        self.max_completion_length = self.sampler.max_completion_length
+        self.widths: list[int] = []
+
+    def sync(self, lm) -> None:
+        self.sampler.sync(lm)
+
+    def new_tokens(self, lm, ids, mask, group_size, max_new_tokens, greedy=False, stop=None):
+        stop = None if self.ignore_stop else stop
+        drawn = self.sampler.new_tokens(lm, ids, mask, group_size, max_new_tokens, greedy, stop)
+        self.widths.append(drawn.size(1))
+        return drawn
+
+
+def rollouts(tiny_lm, prompts, tags, max_searches, greedy, seed=0):
+    """The same rollout with the turns' decoding stopped at each row's marks and without."""
+    out = []
+    for ignore in (False, True):
+        turns = Widths(ignore, max_completion_length=40)
+        torch.manual_seed(seed)
+        sampler = MultiTurnSampler(turns, Library(), max_searches=max_searches, tags=tags)
+        out.append((sampler.sample(tiny_lm, prompts, 4, greedy=greedy), turns.widths))
+    return out
+
+
+def same(a, b) -> bool:
+    fields = ("completion_ids", "completion_mask", "inserted_mask", "is_clipped")
+    return all(torch.equal(getattr(a, f), getattr(b, f)) for f in fields) and (
+        a.completions == b.completions
+    )
+
+
+def test_a_turn_stops_decoding_once_every_row_has_paused_or_answered_with_the_same_rows(tiny_lm):
+    """Greedy, the tiny model writes '????...' after 'Q?': every row pauses at the query's
+    closing mark '??' after two tokens, so the first turn draws 2 tokens, not 40; the rows
+    (searches, inserted text, what follows) are the same as when each turn runs to its end."""
+    tags = Tags(search_close="??", answer_close="}}")
+    (stopped, widths), (full, full_widths) = rollouts(tiny_lm, ["Q?"], tags, 1, greedy=True)
+    assert widths[0] == 2 and full_widths[0] == 40
+    assert stopped.insertions.tolist() == [1] * 4
+    assert same(stopped, full)
+    # sampled, one turn: rows end at a byte some of them draw; the others write on, the same
+    tags = Tags(answer_close="K")
+    (stopped, _), (full, _) = rollouts(tiny_lm, ["Q?", "R?"], tags, 0, greedy=False, seed=4)
+    assert same(stopped, full)
+    assert 0 < sum("K" in text for text in full.completions) < 8  # some rows ended at the mark
