@@ -60,13 +60,21 @@ def mcq_row(
     by_letter = {letter: text(option) for letter, option in zip(letters, options, strict=True)}
     return {
         "question": text(question),
+        **option_fields(by_letter, letters[answer_index]),
+        "explanation": text(explanation),
+        **{key: text(value) for key, value in meta.items()},
+    }
+
+
+def option_fields(by_letter: dict[str, str], answer: str) -> dict[str, Any]:
+    """The fields of a canonical row that name options by letter: one per letter, `options`,
+    `options_text` ("A. ..." lines), `answer` (the gold letter) and `answer_text`."""
+    return {
         **by_letter,
         "options": by_letter,
         "options_text": "\n".join(f"{letter}. {option}" for letter, option in by_letter.items()),
-        "answer": letters[answer_index],
-        "answer_text": by_letter[letters[answer_index]],
-        "explanation": text(explanation),
-        **{key: text(value) for key, value in meta.items()},
+        "answer": answer,
+        "answer_text": by_letter[answer],
     }
 
 
@@ -84,19 +92,10 @@ def shuffle_options(row: dict[str, Any], rng: random.Random) -> dict[str, Any]:
     position earns the chance rate on every question, whatever the file's gold letters favour.
     """
     letters = list(row["options"])
-    texts = [row["options"][letter] for letter in letters]
-    rng.shuffle(texts)
-    by_letter = dict(zip(letters, texts, strict=True))
-    gold = row["options"][row["answer"]]
-    answer = next(letter for letter, option in by_letter.items() if option == gold)
-    return {
-        **row,
-        **by_letter,
-        "options": by_letter,
-        "options_text": "\n".join(f"{letter}. {option}" for letter, option in by_letter.items()),
-        "answer": answer,
-        "answer_text": gold,
-    }
+    dealt = list(letters)  # dealt[i]: the letter whose text goes to letters[i]
+    rng.shuffle(dealt)
+    by_letter = {letter: row["options"][old] for letter, old in zip(letters, dealt, strict=True)}
+    return {**row, **option_fields(by_letter, letters[dealt.index(row["answer"])])}
 
 
 def where(row: dict[str, Any], index: int, source: str) -> str:
