@@ -185,3 +185,22 @@ def test_plain_rag_searches_the_question_first_as_if_the_policy_had():
     assert outcome.texts == ["B"] and outcome.details[0]["gold_in_information"] == 1.0
     assert Searcher(retriever=shelf).prepare(None, [dict(ROW)]) == {}  # nothing by default
     assert len(shelf.asked) == 1
+
+
+def test_the_findings_query_experiment_searches_the_findings_and_options_and_names_no_query(
+    make_cfg,
+):
+    base = make_cfg("task=medqa_searcher", tiny=False)
+    cfg = make_cfg("experiment=searcher_findings_query", tiny=False)
+    assert cfg.task_name == "medqa_searcher" and cfg.data.shuffle_options
+    assert cfg.policy.answer_as == "option" and cfg.algo.max_completion_length == 96
+    assert "<search>your query</search>" in base.policy.template
+    (turn,) = cfg.policy.examples
+    for prompt in (cfg.policy.template, turn.user):
+        assert "between <search> and </search>" in prompt and "your query" not in prompt
+    query = turn.assistant.split("<search>")[1].split("</search>")[0]
+    options = [line[3:] for line in turn.user.splitlines() if line[1:3] == ". "]
+    assert options and all(option in query for option in options)  # the options are searched
+    assert "swollen ankles" in query  # and the question's findings before them
+    answer = turn.assistant.split("<answer>")[1].split("</answer>")[0]
+    assert answer in options and not turn.assistant.split("[1] ")[1].startswith(answer)
