@@ -31,6 +31,7 @@ network's own forward (`src.model.fast.decoding`).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
@@ -44,6 +45,14 @@ from src.model.positions import position_ids
 # causal LM classes whose decoder layers are pre-norm RMSNorm, rotary attention and a SiLU
 # gated MLP, with biases (if any) only on the linear layers
 STEPPED_CLASSES = frozenset({"LlamaForCausalLM", "Qwen2ForCausalLM"})
+# causal LM classes of the Gemma 3 family, read by `_gemma_parts`
+GEMMA_CLASSES = frozenset({"Gemma3ForCausalLM"})
+# classes whose forward is (1 + weight) * (x * rsqrt(mean(x^2) + eps)), in float32
+GEMMA_NORMS = frozenset({"Gemma3RMSNorm"})
+# Gemma 3's rotary module: one inverse-frequency table per layer type
+GEMMA_ROTARIES = frozenset({"Gemma3RotaryEmbedding"})
+# `hidden_activation` names of GELU with the tanh approximation
+TANH_GELUS = frozenset({"gelu_pytorch_tanh"})
 
 
 class Product:
@@ -76,29 +85,51 @@ class Product:
 class _Layer:
     qkv: Product  # normalised hidden -> queries, keys, values (input RMSNorm weight folded in)
     out: Product  # attention output -> hidden
-    gate_up: Product  # normalised hidden -> gate, up (post-attention RMSNorm weight folded in)
+    gate_up: Product  # normalised hidden -> gate, up (pre-MLP RMSNorm weight folded in)
     down: Product  # MLP width -> hidden
+    # Gemma 3 only (None elsewhere): the query and key heads' RMSNorm weights side by side
+    # [heads + kv_heads, head_dim], and the RMSNorm weights on the attention's and the MLP's
+    # outputs before each residual sum ("sandwich" norms)
+    qk_norm: Tensor | None = None
+    post_attention: Tensor | None = None
+    post_mlp: Tensor | None = None
+    rotary: int = 0  # which of the steps' rotary tables the layer's positions use
+    window: int | None = None  # a sliding-window layer: it attends to this many last positions
+
+
+@dataclass
+class _Parts:
+    """What the steps read of a network besides its layers, per family."""
+
+    layers: list[_Layer]
+    lm_head: Product
+    norm_final: Tensor  # the final RMSNorm's effective weight (Gemma's 1 + w)
+    rotaries: list[tuple[Tensor, float]]  # per rotary table: inverse frequencies and scale
+    activation: Callable[[Tensor], Tensor]  # of the gate: SiLU, or Gemma's tanh GELU
+    embed_scale: Tensor | None = None  # Gemma: the embeddings times sqrt(hidden), rounded
+    weight_in_float32: bool = False  # the final norm multiplies its weight before rounding
 
 
 class LlamaSteps:
     """One decoding step of `rows` rows at a time for a supported network (`of`): `prefill`
     the prompts, then `step` once per new token."""
 
-    def __init__(self, network: nn.Module, layers: list[_Layer], lm_head: Product, rows: int):
+    def __init__(self, network: nn.Module, parts: _Parts, rows: int):
         config = network.config
         self.rows = rows
         self.heads = config.num_attention_heads
         self.kv_heads = config.num_key_value_heads or self.heads
         self.head_dim = getattr(config, "head_dim", None) or config.hidden_size // self.heads
         self.eps = config.rms_norm_eps
-        self.layers = layers
+        self.layers = parts.layers
         inner = network.model
         self.embed = inner.embed_tokens.weight.detach()
-        self.norm_final = inner.norm.weight.detach()
-        self.lm_head = lm_head
-        rotary = inner.rotary_emb
-        self.inv_freq = rotary.inv_freq.detach().float()
-        self.rotary_scale = float(getattr(rotary, "attention_scaling", 1.0))
+        self.embed_scale = parts.embed_scale
+        self.norm_final = parts.norm_final
+        self.final_in_float32 = parts.weight_in_float32
+        self.lm_head = parts.lm_head
+        self.rotaries = parts.rotaries
+        self.activation = parts.activation
         self.scaling = inner.layers[0].self_attn.scaling
         # per layer, keys and values [rows * kv_heads, width, head_dim]: one matrix per row
         # and key/value head
@@ -111,37 +142,20 @@ class LlamaSteps:
     def of(cls, network: nn.Module, rows: int, pack: bool = True) -> LlamaSteps | None:
         """Steps for `network` (a causal LM, or a peft model over one) at `rows` rows, its
         large products packed for MKL when `pack` (and worth it), or None when it is not an
-        eval-mode network of `STEPPED_CLASSES`, of a type and on a device that `serves` takes,
-        with plain rotary embeddings, plain RMSNorms, SiLU MLPs, and linear layers that are
-        `nn.Linear` or vanilla LoRA over one."""
+        eval-mode network of `STEPPED_CLASSES` or `GEMMA_CLASSES`, of a type and on a device
+        that `serves` takes, with plain rotary embeddings, plain RMSNorms, SiLU MLPs (tanh
+        GELU for Gemma 3), and linear layers that are `nn.Linear` or vanilla LoRA over one."""
         base = network.get_base_model() if hasattr(network, "get_base_model") else network
-        if network.training or type(base).__name__ not in STEPPED_CLASSES:
+        if network.training or not cls.serves(base.get_input_embeddings().weight):
             return None
-        config = base.config
-        rope = getattr(config, "rope_parameters", None) or {}
-        if rope.get("rope_type", "default") != "default" or config.hidden_act != "silu":
+        name = type(base).__name__
+        if name in STEPPED_CLASSES:
+            parts = _llama_parts(base, rows, pack)
+        elif name in GEMMA_CLASSES:
+            parts = _gemma_parts(base, rows, pack)
+        else:
             return None
-        if getattr(config, "use_sliding_window", False) or any(
-            kind != "full_attention" for kind in getattr(config, "layer_types", None) or []
-        ):
-            return None
-        inner = base.model
-        if type(inner.embed_tokens) is not nn.Embedding or type(inner.norm).__name__ not in (
-            LEAN_NORMS
-        ):
-            return None
-        if not cls.serves(inner.embed_tokens.weight):
-            return None
-        layers = []
-        for layer in inner.layers:
-            built = _layer(layer, rows, pack)
-            if built is None:
-                return None
-            layers.append(built)
-        lm_head = _fused([base.lm_head], rows, pack)
-        if lm_head is None:
-            return None
-        return cls(base, layers, lm_head, rows)
+        return None if parts is None else cls(base, parts, rows)
 
     @staticmethod
     def serves(weight: Tensor) -> bool:
@@ -180,20 +194,26 @@ class LlamaSteps:
         heads, kv_heads, dim = self.heads, self.kv_heads, self.head_dim
         width = filled + new_tokens
         matrices = self.rows * kv_heads
-        cos, sin = self._rotary(position_ids(prompt_mask).unsqueeze(-1))  # [B, P, 1, dim]
+        tables = self._rotary(position_ids(prompt_mask).unsqueeze(-1))  # [B, P, 1, dim] each
         real = prompt_mask.bool()
         causal = torch.ones(filled, filled, dtype=torch.bool, device=real.device).tril_()
         # [B, 1, P, P], True attends; a padding position attends to itself only, so that its
         # (never read) keys and values are finite whatever kernel SDPA picks
         own = torch.eye(filled, dtype=torch.bool, device=real.device)
         allowed = ((causal & real.unsqueeze(1)) | own).unsqueeze(1)
-        hidden = F.embedding(prompt_ids, self.embed)
+        windowed = {
+            window: allowed & ~causal.tril(-window)  # a sliding layer's last `window` positions
+            for window in {layer.window for layer in self.layers if layer.window is not None}
+        }
+        hidden = self._embedded(prompt_ids)
         rotated_width = (heads + kv_heads) * dim
         self.keys, self.values = [], []
         for layer in self.layers:
             qkv = layer.qkv.any(self._normalized(hidden))
-            rotated = rotate(
-                qkv[..., :rotated_width].view(prompts, filled, heads + kv_heads, dim), cos, sin
+            rotated = self._queries_keys(
+                layer,
+                qkv[..., :rotated_width].view(prompts, filled, heads + kv_heads, dim),
+                tables[layer.rotary],
             )
             query = rotated[:, :, :heads].transpose(1, 2)  # [B, heads, P, head_dim]
             key = rotated[:, :, heads:].transpose(1, 2)  # [B, kv_heads, P, head_dim]
@@ -208,21 +228,22 @@ class LlamaSteps:
                 query,
                 key,
                 value,
-                attn_mask=allowed,
+                attn_mask=allowed if layer.window is None else windowed[layer.window],
                 scale=self.scaling,
                 enable_gqa=heads != kv_heads,
             )  # a padding position's output is never read: its keys are masked for the others
-            hidden = hidden + layer.out.any(
+            attention = layer.out.any(
                 attended.transpose(1, 2).reshape(prompts, filled, heads * dim)
             )
+            hidden = hidden + self._sandwiched(attention, layer.post_attention)
             gate, up = layer.gate_up.any(self._normalized(hidden)).chunk(2, dim=-1)
-            hidden = hidden + layer.down.any(F.silu(gate) * up)
+            mlp = layer.down.any(self.activation(gate) * up)
+            hidden = hidden + self._sandwiched(mlp, layer.post_mlp)
         bias = torch.zeros(prompts, width, device=real.device)
         bias[:, :filled].masked_fill_(~real, float("-inf"))
         self.bias = bias.repeat_interleave(group_size * kv_heads, dim=0).unsqueeze(1)
         self.filled = filled
-        last = hidden[:, -1]
-        return F.rms_norm(last, last.shape[-1:], self.norm_final, self.eps)
+        return self._final_norm(hidden[:, -1])
 
     def step(self, tokens: Tensor, positions: Tensor) -> Tensor:
         """Float32 logits [rows, V] after `tokens` [rows] at `positions` [rows, 1]."""
@@ -238,32 +259,66 @@ class LlamaSteps:
         matrices, per_kv = rows * kv_heads, heads // kv_heads
         at = self.filled
         self.filled += 1
-        bias = self.bias[..., : at + 1]
-        cos, sin = self._rotary(positions)
-        hidden = F.embedding(tokens, self.embed)
+        tables = self._rotary(positions)
+        hidden = self._embedded(tokens)
         rotated_width = (heads + kv_heads) * dim
         for index, layer in enumerate(self.layers):
             qkv = layer.qkv(self._normalized(hidden))
             # queries and keys are rotated together, then split
-            rotated = rotate(qkv[:, :rotated_width].view(rows, heads + kv_heads, dim), cos, sin)
+            rotated = self._queries_keys(
+                layer,
+                qkv[:, :rotated_width].view(rows, heads + kv_heads, dim),
+                tables[layer.rotary],
+            )
             keys, values = self.keys[index], self.values[index]
             keys.view(rows, kv_heads, -1, dim)[:, :, at] = rotated[:, heads:]
             values.view(rows, kv_heads, -1, dim)[:, :, at] = qkv[:, rotated_width:].view(
                 rows, kv_heads, dim
             )
+            # a sliding layer reads its last `window` positions only
+            first = 0 if layer.window is None else max(0, at + 1 - layer.window)
             # the query heads of one key/value head read it as that many query positions; for
             # one query per row, batched products and a softmax are quicker than SDPA's kernel
             scores = torch.baddbmm(
-                bias,
+                self.bias[..., first : at + 1],
                 rotated[:, :heads].reshape(matrices, per_kv, dim),
-                keys[:, : at + 1].transpose(1, 2),
+                keys[:, first : at + 1].transpose(1, 2),
                 alpha=self.scaling,
             )
-            attended = torch.bmm(scores.softmax(dim=-1), values[:, : at + 1])
-            hidden = hidden + layer.out(attended.view(rows, heads * dim))
+            attended = torch.bmm(scores.softmax(dim=-1), values[:, first : at + 1])
+            attention = layer.out(attended.view(rows, heads * dim))
+            hidden = hidden + self._sandwiched(attention, layer.post_attention)
             gate, up = layer.gate_up(self._normalized(hidden)).chunk(2, dim=1)
-            hidden = hidden + layer.down(F.silu(gate) * up)
+            mlp = layer.down(self.activation(gate) * up)
+            hidden = hidden + self._sandwiched(mlp, layer.post_mlp)
+        return self._final_norm(hidden)
+
+    def _final_norm(self, hidden: Tensor) -> Tensor:
+        """The final RMSNorm: Llama's rounds the normalised values before its weight
+        multiplies them; Gemma's multiplies in float32 and rounds once (`_sandwiched`)."""
+        if self.final_in_float32:
+            return self._sandwiched(hidden, self.norm_final)
         return F.rms_norm(hidden, hidden.shape[-1:], self.norm_final, self.eps)
+
+    def _embedded(self, tokens: Tensor) -> Tensor:
+        """The tokens' embeddings, times the family's scale where it has one (Gemma)."""
+        hidden = F.embedding(tokens, self.embed)
+        return hidden if self.embed_scale is None else hidden * self.embed_scale
+
+    def _queries_keys(self, layer: _Layer, qk: Tensor, table: tuple[Tensor, Tensor]) -> Tensor:
+        """The query and key heads [..., heads + kv_heads, head_dim] normalised per head
+        where the layer has query and key norms (Gemma 3), then rotated."""
+        if layer.qk_norm is not None:
+            normed = F.rms_norm(qk.float(), qk.shape[-1:], None, self.eps) * layer.qk_norm
+            qk = normed.to(qk.dtype)
+        return rotate(qk, *table)
+
+    def _sandwiched(self, output: Tensor, weight: Tensor | None) -> Tensor:
+        """A sublayer's output, through its RMSNorm (float32, rounded once) where the family
+        puts one before the residual sum (Gemma 3)."""
+        if weight is None:
+            return output
+        return F.rms_norm(output.float(), output.shape[-1:], weight, self.eps).to(output.dtype)
 
     def _normalized(self, hidden: Tensor) -> Tensor:
         """RMSNorm of `hidden` [rows, width] without its weight and with a factor sqrt(width)
@@ -272,22 +327,55 @@ class LlamaSteps:
         squares = torch.linalg.vecdot(hidden, hidden).unsqueeze_(-1)
         return hidden * squares.add_(hidden.size(-1) * self.eps).rsqrt_()
 
-    def _rotary(self, positions: Tensor) -> tuple[Tensor, Tensor]:
-        """cos and sin [..., 1, head_dim] at `positions` [..., 1] ([rows, 1] for a step,
-        [B, P, 1] for the prompts), as the network's rotary module computes them, with the
-        first half of sin negated (what `rotate` multiplies)."""
-        freqs = positions.float() * self.inv_freq
-        angles = torch.cat([freqs, freqs], dim=-1).unsqueeze(-2)
-        cos, sin = angles.cos(), angles.sin()
-        if self.rotary_scale != 1.0:
-            cos, sin = cos * self.rotary_scale, sin * self.rotary_scale
-        sin[..., : freqs.size(-1)].neg_()
-        return cos, sin
+    def _rotary(self, positions: Tensor) -> list[tuple[Tensor, Tensor]]:
+        """Per rotary table, cos and sin [..., 1, head_dim] at `positions` [..., 1] ([rows, 1]
+        for a step, [B, P, 1] for the prompts), as the network's rotary module computes them,
+        with the first half of sin negated (what `rotate` multiplies)."""
+        tables = []
+        for inv_freq, scale in self.rotaries:
+            freqs = positions.float() * inv_freq
+            angles = torch.cat([freqs, freqs], dim=-1).unsqueeze(-2)
+            cos, sin = angles.cos(), angles.sin()
+            if scale != 1.0:
+                cos, sin = cos * scale, sin * scale
+            sin[..., : freqs.size(-1)].neg_()
+            tables.append((cos, sin))
+        return tables
+
+
+def _llama_parts(base: nn.Module, rows: int, pack: bool) -> _Parts | None:
+    """The parts of a `STEPPED_CLASSES` network, or None where one is not a kind we step
+    through: another rotary type, another activation, sliding windows, a custom embedding."""
+    config = base.config
+    rope = getattr(config, "rope_parameters", None) or {}
+    if rope.get("rope_type", "default") != "default" or config.hidden_act != "silu":
+        return None
+    if getattr(config, "use_sliding_window", False) or any(
+        kind != "full_attention" for kind in getattr(config, "layer_types", None) or []
+    ):
+        return None
+    inner = base.model
+    if type(inner.embed_tokens) is not nn.Embedding or type(inner.norm).__name__ not in (
+        LEAN_NORMS
+    ):
+        return None
+    layers = []
+    for layer in inner.layers:
+        built = _layer(layer, rows, pack)
+        if built is None:
+            return None
+        layers.append(built)
+    lm_head = _fused([base.lm_head], rows, pack)
+    if lm_head is None:
+        return None
+    rotary = inner.rotary_emb
+    table = (rotary.inv_freq.detach().float(), float(getattr(rotary, "attention_scaling", 1.0)))
+    return _Parts(layers, lm_head, inner.norm.weight.detach(), [table], F.silu)
 
 
 def _layer(layer: nn.Module, rows: int, pack: bool) -> _Layer | None:
-    """A decoder layer's fused products and norm weights, or None when a part is not one we
-    step through."""
+    """A Llama decoder layer's fused products and norm weights, or None when a part is not
+    one we step through."""
     attention, mlp = layer.self_attn, layer.mlp
     if not all(
         type(norm).__name__ in LEAN_NORMS
@@ -308,6 +396,104 @@ def _layer(layer: nn.Module, rows: int, pack: bool) -> _Layer | None:
     if qkv is None or gate_up is None or out is None or down is None:
         return None
     return _Layer(qkv=qkv, out=out, gate_up=gate_up, down=down)
+
+
+def _gemma_parts(base: nn.Module, rows: int, pack: bool) -> _Parts | None:
+    """The parts of a `GEMMA_CLASSES` network: every norm's effective weight is 1 + w, the
+    query and key heads are normalised before rotation, the attention's and the MLP's
+    outputs are normalised before their residual sums, sliding-window layers beside global
+    ones each have their rotary base, the embeddings are scaled, and the MLP's gate is a
+    tanh GELU. None where the network has a part we do not step through (soft caps,
+    bidirectional attention, another rotary type or activation)."""
+    config = base.config
+    if config.attn_logit_softcapping is not None or config.final_logit_softcapping is not None:
+        return None
+    if getattr(config, "use_bidirectional_attention", False):
+        return None
+    if config.hidden_activation not in TANH_GELUS:
+        return None
+    inner = base.model
+    rotary = inner.rotary_emb
+    kinds = sorted(set(config.layer_types))
+    if type(rotary).__name__ not in GEMMA_ROTARIES or any(
+        rotary.rope_type.get(kind) != "default" for kind in kinds
+    ):
+        return None
+    tables = [
+        (
+            getattr(rotary, f"{kind}_inv_freq").detach().float(),
+            float(getattr(rotary, f"{kind}_attention_scaling")),
+        )
+        for kind in kinds
+    ]
+    norms = [inner.norm]
+    layers = []
+    for index, layer in enumerate(inner.layers):
+        kind = config.layer_types[index]
+        window = config.sliding_window if kind == "sliding_attention" else None
+        built = _gemma_layer(layer, rows, pack, kinds.index(kind), window)
+        if built is None:
+            return None
+        layers.append(built)
+        norms += [layer.post_attention_layernorm, layer.post_feedforward_layernorm]
+    if any(type(norm).__name__ not in GEMMA_NORMS for norm in norms):
+        return None
+    lm_head = _fused([base.lm_head], rows, pack)
+    if lm_head is None:
+        return None
+    embedding = inner.embed_tokens
+    scale = embedding.embed_scale.detach().to(embedding.weight.dtype)
+    return _Parts(layers, lm_head, _gemma_weight(inner.norm), tables, tanh_gelu, scale, True)
+
+
+def _gemma_layer(
+    layer: nn.Module, rows: int, pack: bool, rotary: int, window: int | None
+) -> _Layer | None:
+    """A Gemma 3 decoder layer's fused products and norm weights, or None when a part is
+    not one we step through."""
+    attention, mlp = layer.self_attn, layer.mlp
+    norms = (layer.input_layernorm, layer.pre_feedforward_layernorm)
+    if not all(type(norm).__name__ in GEMMA_NORMS for norm in (*norms, attention.q_norm)):
+        return None
+    if type(attention.k_norm).__name__ not in GEMMA_NORMS:
+        return None
+    root = layer.input_layernorm.weight.numel() ** 0.5
+    norm_in, norm_pre = (_gemma_weight(norm) * root for norm in norms)
+    qkv = _fused([attention.q_proj, attention.k_proj, attention.v_proj], rows, pack, norm_in)
+    gate_up = _fused([mlp.gate_proj, mlp.up_proj], rows, pack, norm_pre)
+    out = _fused([attention.o_proj], rows, pack)
+    down = _fused([mlp.down_proj], rows, pack)
+    if qkv is None or gate_up is None or out is None or down is None:
+        return None
+    heads = attention.q_proj.out_features // attention.head_dim
+    kv_heads = attention.k_proj.out_features // attention.head_dim
+    qk_norm = torch.cat(
+        [
+            _gemma_weight(attention.q_norm).expand(heads, -1),
+            _gemma_weight(attention.k_norm).expand(kv_heads, -1),
+        ]
+    )
+    return _Layer(
+        qkv=qkv,
+        out=out,
+        gate_up=gate_up,
+        down=down,
+        qk_norm=qk_norm,
+        post_attention=_gemma_weight(layer.post_attention_layernorm),
+        post_mlp=_gemma_weight(layer.post_feedforward_layernorm),
+        rotary=rotary,
+        window=window,
+    )
+
+
+def _gemma_weight(norm: nn.Module) -> Tensor:
+    """A Gemma RMSNorm's effective weight, 1 + w, in float32 as the module computes it."""
+    return 1.0 + norm.weight.detach().float()
+
+
+def tanh_gelu(x: Tensor) -> Tensor:
+    """GELU with the tanh approximation: Gemma's `gelu_pytorch_tanh`."""
+    return F.gelu(x, approximate="tanh")
 
 
 def _fused(

@@ -25,7 +25,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from src.model.fast.llama_steps import LlamaSteps, rotate
+from src.model.fast.llama_steps import LlamaSteps
 
 
 class StaticSteps(LlamaSteps):
@@ -71,12 +71,21 @@ class StaticSteps(LlamaSteps):
         at = self.at
         width = self.allowed.size(-1)
         self.allowed.index_fill_(-1, at, True)
-        cos, sin = self._rotary(positions)
-        hidden = F.embedding(tokens, self.embed)
+        columns = torch.arange(width, device=at.device)
+        windowed = {  # a sliding layer's last `window` positions, from device values only
+            window: self.allowed & (columns > at - window)
+            for window in {layer.window for layer in self.layers if layer.window is not None}
+        }
+        tables = self._rotary(positions)
+        hidden = self._embedded(tokens)
         rotated_width = (heads + kv_heads) * dim
         for index, layer in enumerate(self.layers):
             qkv = layer.qkv(self._normalized(hidden))
-            rotated = rotate(qkv[:, :rotated_width].view(rows, heads + kv_heads, dim), cos, sin)
+            rotated = self._queries_keys(
+                layer,
+                qkv[:, :rotated_width].view(rows, heads + kv_heads, dim),
+                tables[layer.rotary],
+            )
             keys = self.keys[index].view(rows, kv_heads, width, dim)
             values = self.values[index].view(rows, kv_heads, width, dim)
             keys.index_copy_(2, at, rotated[:, heads:].unsqueeze(2))
@@ -86,14 +95,17 @@ class StaticSteps(LlamaSteps):
                 rotated[:, :heads].reshape(rows, kv_heads, per_kv, dim),
                 keys,
                 values,
-                attn_mask=self.allowed,
+                attn_mask=self.allowed if layer.window is None else windowed[layer.window],
                 scale=self.scaling,
             )
-            hidden = hidden + layer.out(attended.reshape(rows, heads * dim))
+            attention = layer.out(attended.reshape(rows, heads * dim))
+            hidden = hidden + self._sandwiched(attention, layer.post_attention)
             gate, up = layer.gate_up(self._normalized(hidden)).chunk(2, dim=1)
-            hidden = hidden + layer.down(F.silu(gate) * up)
+            hidden = hidden + self._sandwiched(
+                layer.down(self.activation(gate) * up), layer.post_mlp
+            )
         at.add_(1)
-        return F.rms_norm(hidden, hidden.shape[-1:], self.norm_final, self.eps)
+        return self._final_norm(hidden)
 
     def _normalized(self, hidden: Tensor) -> Tensor:
         """`LlamaSteps._normalized` computed in float32 and rounded once to the network's type,
@@ -102,7 +114,6 @@ class StaticSteps(LlamaSteps):
             return super()._normalized(hidden)
         return super()._normalized(hidden.float()).to(hidden.dtype)
 
-    def _rotary(self, positions: Tensor) -> tuple[Tensor, Tensor]:
+    def _rotary(self, positions: Tensor) -> list[tuple[Tensor, Tensor]]:
         """`LlamaSteps._rotary`, computed in float32 and cast to the network's type."""
-        cos, sin = super()._rotary(positions)
-        return cos.to(self.dtype), sin.to(self.dtype)
+        return [(cos.to(self.dtype), sin.to(self.dtype)) for cos, sin in super()._rotary(positions)]

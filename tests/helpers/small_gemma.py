@@ -1,0 +1,40 @@
+"""Small Gemma 3 networks built in code (no weights travel): every part where Gemma 3 differs
+from Llama is present and matters, so a step that leaves one out shows in the logits."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from torch import nn
+from transformers import Gemma3ForCausalLM, Gemma3TextConfig
+
+from tests.helpers.small_llama import SMALL
+
+GEMMA = {
+    **SMALL,
+    "head_dim": 16,
+    "query_pre_attn_scalar": 24,  # not head_dim: the attention's scale must come from it
+    "sliding_window": 4,  # shorter than the probe's and the tests' prompts
+    "layer_types": ["sliding_attention", "full_attention", "sliding_attention"],
+    "num_hidden_layers": 3,
+    "rope_parameters": {
+        "sliding_attention": {"rope_type": "default", "rope_theta": 10.0},
+        "full_attention": {"rope_type": "default", "rope_theta": 1000.0},
+    },
+    "final_logit_softcapping": None,
+    "attn_logit_softcapping": None,
+}
+
+
+def small_gemma(**overrides: Any) -> nn.Module:
+    """A three-layer Gemma 3 (seed 0, float32, eval mode): sliding layers of window 4 beside a
+    global one with another rotary base, and every RMSNorm weight (query and key norms, four
+    per layer, the final one) drawn from [-0.5, 0.5], so (1 + w) differs from 1 and from w."""
+    torch.manual_seed(0)
+    network = Gemma3ForCausalLM(Gemma3TextConfig(**{**GEMMA, **overrides}))
+    torch.manual_seed(3)
+    for name, parameter in network.named_parameters():
+        if "norm" in name:
+            parameter.data.uniform_(-0.5, 0.5)
+    return network.eval()
