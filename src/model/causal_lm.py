@@ -10,6 +10,7 @@ import contextlib
 import copy
 import functools
 import inspect
+import itertools
 import logging
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -87,23 +88,46 @@ class CausalLM(nn.Module):
             ids.update(configured if isinstance(configured, list) else [configured])
         return sorted(i for i in ids if i is not None)
 
+    @functools.cached_property
+    def bos_token_id(self) -> int | None:
+        """The id the tokenizer puts first when it adds its special tokens (Gemma's `<bos>`),
+        or None for a tokenizer that adds none (the tiny model's, SmolLM2's): what every
+        prompt must start with, exactly once."""
+        bos = self.tokenizer.bos_token_id
+        if bos is None:
+            return None
+        ids = self.tokenizer("a", add_special_tokens=True)["input_ids"]
+        return bos if ids and ids[0] == bos else None
+
+    def prompt_ids(self, prompts: list[str]) -> list[list[int]]:
+        """Each prompt's token ids as its model expects them: with the tokenizer's BOS first
+        exactly once where it adds one (a chat template may have written it already; a run of
+        them is cut to one), truncated from the left beyond `max_prompt_length` with the BOS
+        kept first."""
+        rows = self.tokenizer(prompts, add_special_tokens=False)["input_ids"]
+        bos, limit = self.bos_token_id, self.max_prompt_length
+        if bos is not None:
+            rows = [[bos, *itertools.dropwhile(lambda i: i == bos, row)] for row in rows]
+        if limit is not None:
+            head = 1 if bos is not None and limit > 1 else 0
+            rows = [
+                row if len(row) <= limit else row[:head] + row[len(row) - limit + head :]
+                for row in rows
+            ]
+        return rows
+
     def encode_prompts(self, prompts: list[str]) -> dict[str, Tensor]:
-        """Left-padded prompt ids on the network's device, truncated from the left if configured."""
-        self.tokenizer.padding_side = "left"
-        self.tokenizer.truncation_side = "left"
-        encoded = self.tokenizer(
-            prompts,
-            return_tensors="pt",
-            padding=True,
-            add_special_tokens=False,
-            truncation=self.max_prompt_length is not None,
-            max_length=self.max_prompt_length,
-        )
+        """Left-padded prompt ids (`prompt_ids`) and their mask on the network's device."""
+        rows = self.prompt_ids(prompts)
+        width = max(len(row) for row in rows)
+        ids = torch.full((len(rows), width), self.tokenizer.pad_token_id, dtype=torch.long)
+        mask = torch.zeros((len(rows), width), dtype=torch.long)
+        for i, row in enumerate(rows):
+            if row:
+                ids[i, width - len(row) :] = torch.tensor(row)
+                mask[i, width - len(row) :] = 1
         device = self.network.device
-        return {
-            "input_ids": encoded["input_ids"].to(device),
-            "attention_mask": encoded["attention_mask"].to(device),
-        }
+        return {"input_ids": ids.to(device), "attention_mask": mask.to(device)}
 
     def encode_completions(self, texts: list[str]) -> tuple[Tensor, Tensor]:
         """Right-padded ids of `texts` with EOS appended, and their mask, on the network's device."""

@@ -38,3 +38,25 @@ def small_gemma(**overrides: Any) -> nn.Module:
         if "norm" in name:
             parameter.data.uniform_(-0.5, 0.5)
     return network.eval()
+
+
+def bos_tokenizer(adds_bos: bool = True, chat_template: str | None = None) -> Any:
+    """The tiny model's byte-level tokenizer, adding its BOS `<s>` first as Gemma's does
+    (`adds_bos`), with `chat_template` if given."""
+    from tokenizers import processors
+
+    from src.model.tiny import byte_level_tokenizer
+
+    tokenizer = byte_level_tokenizer()
+    if adds_bos:
+        bos = (tokenizer.bos_token, tokenizer.bos_token_id)
+        tokenizer.backend_tokenizer.post_processor = processors.TemplateProcessing(
+            single="<s> $A", pair="<s> $A <s> $B", special_tokens=[bos]
+        )
+    tokenizer.chat_template = chat_template
+    return tokenizer
+
+
+# a chat template that writes the BOS itself, as Gemma's does, and one that writes none
+BOS_TEMPLATE = "{{ bos_token }}{% for m in messages %}{{ m['content'] }}\n{% endfor %}"
+PLAIN_TEMPLATE = "{% for m in messages %}{{ m['content'] }}\n{% endfor %}"
