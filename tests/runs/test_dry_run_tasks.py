@@ -10,7 +10,9 @@ import pytest
 
 from src.train import train
 from src.utils.resolvers import PROJECT_ROOT
+from tests.conftest import TINY
 from tests.helpers.char_diffusion import SMALL as CHAR_DIFFUSION
+from tests.helpers.small_gemma import build_small_gemma_folder
 
 TASKS = sorted(path.stem for path in (PROJECT_ROOT / "conf" / "task").glob("*.yaml"))
 MEDQA_SAMPLE = PROJECT_ROOT / "src" / "data" / "samples" / "medqa_sample.jsonl"
@@ -52,17 +54,27 @@ def test_every_task_has_dry_run_settings():
     assert set(SETTINGS) == set(TASKS), "give the new task small dry-run settings here"
 
 
-@pytest.mark.parametrize("task", TASKS)
-def test_a_dry_run_makes_one_rollout_and_trains_nothing(make_cfg, tmp_path, capsys, task):
+def dry_run(make_cfg, tmp_path, task, *model):
+    """The dry run of `task` with its small settings (and `model` overrides in place of the
+    tiny model's), its figures and its printed report."""
     overrides, tiny, shown = SETTINGS[task]
     if task == "medqa_rewriter":  # planning every sample question takes a while: use 12
         subset = tmp_path / "medqa.jsonl"
         subset.write_text("\n".join(MEDQA_SAMPLE.read_text().splitlines()[:12]) + "\n")
         overrides = [*overrides, f"data.path={subset}"]
+    if model:
+        overrides = [*(o for o in TINY if not o.startswith("model=")), *model, *overrides]
+        tiny = False
     cfg = make_cfg(
         f"task={task}", *overrides, "dry_run=true", f"save_model={tmp_path / 'model'}", tiny=tiny
     )
-    figures = train(cfg)
+    return cfg, train(cfg)
+
+
+@pytest.mark.parametrize("task", TASKS)
+def test_a_dry_run_makes_one_rollout_and_trains_nothing(make_cfg, tmp_path, capsys, task):
+    shown = SETTINGS[task][2]
+    cfg, figures = dry_run(make_cfg, tmp_path, task)
 
     report = capsys.readouterr().out
     assert "=== dry run: one rollout, no update ===" in report
@@ -84,3 +96,26 @@ def test_a_dry_run_makes_one_rollout_and_trains_nothing(make_cfg, tmp_path, caps
     if task == "char_diffusion":  # its stages are not trained, and nothing is cached
         assert not Path(cfg.paths.cache_dir).exists()
         assert (Path(cfg.paths.run_dir) / "untrained" / "judge" / "char_model.json").is_file()
+
+
+@pytest.mark.parametrize("task", [task for task in TASKS if SETTINGS[task][1]])
+def test_every_language_model_task_dry_runs_on_gemma_3(
+    make_cfg, models_dir, tmp_path, capsys, task
+):
+    """`model=gemma3_270m` on every task, over a small random Gemma 3 folder (sliding
+    windows, query and key norms, a tokenizer that adds its BOS): each prompt starts with
+    one BOS, and the fused decoding step is proven on it."""
+    from src.model.fast.probe import verdicts
+
+    folder = build_small_gemma_folder(models_dir / "small_gemma3")
+    cfg, figures = dry_run(
+        make_cfg, tmp_path, task, "model=gemma3_270m", f"model.name_or_path={folder}"
+    )
+    report = capsys.readouterr().out
+    assert cfg.model.offline_fallback.copy_of == "google/gemma-3-270m"
+    assert "=== dry run: one rollout, no update ===" in report and "completion 2:" in report
+    assert "shapes: prompt_ids" in report and "timing/sampling" in figures
+    assert any(
+        v.path.startswith("fused_steps") and v.proven and v.network.startswith("Gemma3")
+        for v in verdicts()
+    )
