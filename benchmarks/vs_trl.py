@@ -11,7 +11,8 @@ rewards scaled per group, lr 1e-6 with a linear schedule, AdamW (torch.optim.Ada
 betas (0.9, 0.99), gradient clipping at 1.0, one update per rollout, fp32, the same seed.
 Configurations: (a) tiny Llama, full fine-tuning, B 8, G 8, T 64; (b) SmolLM2-135M-Instruct +
 LoRA r16/alpha 32 on q,k,v,o, B 4, G 4, T 64; (c) as (b) with 512-token retrieval-shaped
-prompts, B 2, G 8, T 32. Each beta (KL weight) in --betas, for --rounds rounds of
+prompts, B 2, G 8, T 32; (e) Gemma 3 270M (262k vocabulary, sliding-window layers) + LoRA as (b),
+B 4, G 4, T 64 (--configs e; not in the default set). Each beta (KL weight) in --betas, for --rounds rounds of
 ours-then-TRL, each run in a fresh subprocess. Per run: seconds per step (median time between
 consecutive step ends, the first step excluded as warm-up; a step is everything the framework
 does: generation, reward, losses, backward, optimizer, logging), completion tokens per second
@@ -112,7 +113,7 @@ def run_worker(spec: dict[str, Any], work: Path, name: str) -> Path:
 # ------------------------------------------------------------------------------------ setup
 def ensure_model_folder(shape: Shape, random_weights: bool = False) -> Path:
     """The model folder of a shape, made when it is not there yet: the tiny model built, or
-    SmolLM2 converted, into outputs/models with our model config; or, with `random_weights`,
+    SmolLM2 or Gemma 3 270M converted, into outputs/models with our model config; or, with `random_weights`,
     SmolLM2's config and tokenizer with random weights (from the converted folder, or from
     SMOL_CONFIG where only those files were carried)."""
     folder = shape.folder(random_weights)

@@ -18,6 +18,9 @@ SMOL_FOLDER = MODELS_DIR / "smollm2_135m_instruct"  # the converted SmolLM2-135M
 # tokenizer in SMOL_FOLDER, or in SMOL_CONFIG where only those travelled (a GPU machine)
 SMOL_RANDOM = MODELS_DIR / "smollm2_135m_random"
 SMOL_CONFIG = MODELS_DIR / "smollm2_135m_config"
+GEMMA_FOLDER = (
+    MODELS_DIR / "gemma3_270m"
+)  # the converted Gemma 3 270M (conf/model/gemma3_270m.yaml)
 LORA_TARGETS = ["q_proj", "k_proj", "v_proj", "o_proj"]
 CORPUS = REPO / "src" / "retrieval" / "samples" / "medical_textbook.jsonl"
 TRAIN_SETTINGS = {  # identical in both frameworks (the dtype of ours may be changed with --dtype)
@@ -40,7 +43,7 @@ class Shape:
 
     name: str
     title: str
-    model: str  # our model config: tiny or smollm2_135m
+    model: str  # our model config: tiny, smollm2_135m or gemma3_270m
     lora: bool
     batch: int  # B prompts per step
     group: int  # G completions per prompt
@@ -52,6 +55,8 @@ class Shape:
         random weights of its shape."""
         if self.model == "tiny":
             return TINY_FOLDER
+        if self.model == "gemma3_270m":
+            return GEMMA_FOLDER
         return SMOL_RANDOM if random_weights else SMOL_FOLDER
 
     @property
@@ -63,6 +68,7 @@ SHAPES = {
     "a": Shape("a", "tiny Llama 1.1M, full fine-tuning", "tiny", False, 8, 8, 64),
     "b": Shape("b", "SmolLM2-135M + LoRA r16 (q,k,v,o)", "smollm2_135m", True, 4, 4, 64),
     "c": Shape("c", "SmolLM2-135M + LoRA, 512-token prompts", "smollm2_135m", True, 2, 8, 32, 512),
+    "e": Shape("e", "Gemma 3 270M + LoRA r16 (q,k,v,o)", "gemma3_270m", True, 4, 4, 64),
     # GPU shapes (--device cuda): the rollout is most of a step
     "g": Shape("g", "SmolLM2-135M + LoRA r16 (q,k,v,o)", "smollm2_135m", True, 8, 8, 128),
     "h": Shape("h", "SmolLM2-135M + LoRA r16 (q,k,v,o)", "smollm2_135m", True, 16, 8, 256),

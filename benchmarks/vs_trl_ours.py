@@ -21,7 +21,6 @@ from vs_trl_common import (
     Shape,
     peak_gpu_gib,
     peak_rss_gib,
-    token_count,
 )
 
 STEP_ENDS: list[float] = []  # filled by StepClock: this process runs one training only
@@ -208,8 +207,11 @@ def run_speed(spec: dict[str, Any]) -> RunResult:
     made = role_prompts(cfg, tokenizer)
     if made != prompts:
         raise RuntimeError("our data module and role do not reproduce the benchmark prompts")
-    limit = cfg.model.get("max_prompt_length") or 10**9
-    counts = [min(token_count(tokenizer, p), limit) for p in made]  # as CausalLM.encode_prompts
+    from src.model.causal_lm import added_bos, prompt_token_ids
+
+    limit = cfg.model.get("max_prompt_length")
+    bos = added_bos(tokenizer)
+    counts = [len(ids) for ids in prompt_token_ids(tokenizer, made, limit, bos)]  # as encoded
     STEP_ENDS.clear()
     MARKS.clear()
     started = time.perf_counter()

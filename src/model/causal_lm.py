@@ -41,6 +41,9 @@ log = logging.getLogger(__name__)
 hf_logging.disable_progress_bar()
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+# on the CPU, full float32 logits of at most this many entries (512 MiB) are made at once; a
+# larger log-prob pass runs the head in chunks (`CausalLM._head_in_chunks`)
+CPU_FULL_LOGITS = 2**27
 
 
 class CausalLM(nn.Module):
@@ -90,31 +93,12 @@ class CausalLM(nn.Module):
 
     @functools.cached_property
     def bos_token_id(self) -> int | None:
-        """The id the tokenizer puts first when it adds its special tokens (Gemma's `<bos>`),
-        or None for a tokenizer that adds none (the tiny model's, SmolLM2's): what every
-        prompt must start with, exactly once."""
-        bos = self.tokenizer.bos_token_id
-        if bos is None:
-            return None
-        ids = self.tokenizer("a", add_special_tokens=True)["input_ids"]
-        return bos if ids and ids[0] == bos else None
+        """The BOS every prompt starts with (`added_bos`), or None."""
+        return added_bos(self.tokenizer)
 
     def prompt_ids(self, prompts: list[str]) -> list[list[int]]:
-        """Each prompt's token ids as its model expects them: with the tokenizer's BOS first
-        exactly once where it adds one (a chat template may have written it already; a run of
-        them is cut to one), truncated from the left beyond `max_prompt_length` with the BOS
-        kept first."""
-        rows = self.tokenizer(prompts, add_special_tokens=False)["input_ids"]
-        bos, limit = self.bos_token_id, self.max_prompt_length
-        if bos is not None:
-            rows = [[bos, *itertools.dropwhile(lambda i: i == bos, row)] for row in rows]
-        if limit is not None:
-            head = 1 if bos is not None and limit > 1 else 0
-            rows = [
-                row if len(row) <= limit else row[:head] + row[len(row) - limit + head :]
-                for row in rows
-            ]
-        return rows
+        """Each prompt's token ids as its model expects them (`prompt_token_ids`)."""
+        return prompt_token_ids(self.tokenizer, prompts, self.max_prompt_length, self.bos_token_id)
 
     def encode_prompts(self, prompts: list[str]) -> dict[str, Tensor]:
         """Left-padded prompt ids (`prompt_ids`) and their mask on the network's device."""
@@ -182,7 +166,7 @@ class CausalLM(nn.Module):
             "position_ids": position_ids(attention_mask),
             "use_cache": False,
         }
-        if self._head_in_chunks():
+        if self._head_in_chunks(input_ids.size(0) * num_targets):
             with self._lean():
                 hidden = hidden_forward(self.network)(**inputs).logits
             hidden = hidden[:, -num_targets - 1 : -1, :]
@@ -221,7 +205,7 @@ class CausalLM(nn.Module):
         """`log_probs` with each distinct prompt (rows `first`) run once; row n continues the
         prompt of row first[owner[n]]."""
         completion_ids = sequences.completion_ids
-        chunks = self._head_in_chunks()
+        chunks = self._head_in_chunks(completion_ids.numel())
         last, outputs = self._continue_prompts(
             sequences.prompt_ids[first],
             sequences.prompt_mask[first],
@@ -272,15 +256,20 @@ class CausalLM(nn.Module):
             mask,
         )
 
-    def _head_in_chunks(self) -> bool:
-        """Whether the log-prob forwards stop at the hidden states and the head runs in chunks
-        (`src.model.fast.chunked_head`): on a GPU, where the logits' memory is what limits a
-        step, not under `torch.compile` (which compiles the whole forward), and once the probe
-        has proven it for this network."""
-        if self._compiled_forward is not None or device_of(self.network).type == "cpu":
+    def _head_in_chunks(self, positions: int) -> bool:
+        """Whether the log-prob forwards of `positions` scored positions stop at the hidden
+        states and the head runs in chunks (`src.model.fast.chunked_head`): on a GPU, where
+        the logits' memory is what limits a step; on the CPU where the full float32 logits
+        would be more than `CPU_FULL_LOGITS` entries (Gemma's 262k vocabulary: a second
+        product of the head in backward costs less than writing and reading them); never
+        under `torch.compile` (which compiles the whole forward); once the probe has proven
+        it for this network."""
+        if self._compiled_forward is not None or plain_head(self.network) is None:
             return False
-        if plain_head(self.network) is None:
-            return False
+        if device_of(self.network).type == "cpu":
+            vocabulary = plain_head(self.network).out_features
+            if positions * vocabulary <= CPU_FULL_LOGITS:
+                return False
         return proven(
             "chunked_head", self.network, functools.partial(check_chunked_head, self.network)
         )
@@ -373,6 +362,35 @@ class CausalLM(nn.Module):
         network.save_pretrained(path)
         self.tokenizer.save_pretrained(path)
         return path
+
+
+def added_bos(tokenizer: Any) -> int | None:
+    """The id the tokenizer puts first when it adds its special tokens (Gemma's `<bos>`), or
+    None for a tokenizer that adds none (the tiny model's, SmolLM2's): what every prompt must
+    start with, exactly once."""
+    bos = tokenizer.bos_token_id
+    if bos is None:
+        return None
+    ids = tokenizer("a", add_special_tokens=True)["input_ids"]
+    return bos if ids and ids[0] == bos else None
+
+
+def prompt_token_ids(
+    tokenizer: Any, prompts: list[str], limit: int | None = None, bos: int | None = None
+) -> list[list[int]]:
+    """Each prompt's token ids: with the BOS `bos` (`added_bos`) first exactly once where
+    given (a chat template may have written it already; a run of them is cut to one),
+    truncated from the left beyond `limit` tokens with the BOS kept first."""
+    rows = tokenizer(prompts, add_special_tokens=False)["input_ids"]
+    if bos is not None:
+        rows = [[bos, *itertools.dropwhile(lambda i: i == bos, row)] for row in rows]
+    if limit is not None:
+        head = 1 if bos is not None and limit > 1 else 0
+        rows = [
+            row if len(row) <= limit else row[:head] + row[len(row) - limit + head :]
+            for row in rows
+        ]
+    return rows
 
 
 def checkpointed(network: nn.Module) -> bool:

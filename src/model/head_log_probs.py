@@ -12,6 +12,14 @@ the log-probs into those of the hidden states and of the head's weight (and bias
 The price is the head's product run a second time in the backward. docs/objective.md states
 the formulas: d log p(y) / d z = onehot(y) - softmax(z), over the logits z = h W^T + b
 divided by the temperature.
+
+Where only the hidden states want a gradient (LoRA or any frozen head: the common case), that
+price is not paid. The gradient of a position's log-prob with respect to its hidden state,
+(onehot(y) - softmax(z)) W / temperature, does not depend on the upstream gradient g (one
+number per position, which only scales it), so the forward computes it per chunk while the
+chunk's logits exist and keeps it [N, T, H] in place of the hidden states; the backward is
+then g times it. The head's products are those of the full-logits path: one in the forward,
+one for the gradient.
 """
 
 from __future__ import annotations
@@ -65,15 +73,31 @@ class HeadLogSoftmax(torch.autograd.Function):
         logps = torch.empty(picks.shape, dtype=torch.float32, device=hidden.device)
         log_norm = torch.empty_like(logps)
         entropy = torch.empty_like(logps) if with_entropy else logps.new_empty(0)
+        # only the hidden states want a gradient: compute it now (see the module docstring)
+        eager = ctx.needs_input_grad[0] and not any(ctx.needs_input_grad[1:3])
+        directions = torch.empty_like(flat) if eager else flat.new_empty(0)
         for start in range(0, flat.size(0), positions):
             part = slice(start, start + positions)
             logits = _logits(flat[part], weight, bias, temperature)
             norm = torch.logsumexp(logits, dim=-1)
             log_norm[part] = norm
             logps[part] = logits.gather(-1, picks[part].unsqueeze(-1)).squeeze(-1) - norm
+            if not (with_entropy or eager):
+                continue
+            probs = torch.softmax(logits, dim=-1)  # made once for the entropy and the gradient
             if with_entropy:
-                entropy[part] = norm - (torch.softmax(logits, dim=-1) * logits).sum(dim=-1)
-        ctx.save_for_backward(hidden, weight, bias, targets, log_norm)
+                entropy[part] = norm - torch.linalg.vecdot(probs, logits)
+            if eager:  # d log p(y) / d z for g = 1: onehot(y) - softmax(z), in place
+                dz = probs.neg_()
+                dz.scatter_add_(-1, picks[part].unsqueeze(-1), torch.ones_like(dz[:, :1]))
+                if temperature != 1.0:
+                    dz.div_(temperature)
+                directions[part] = dz.to(weight.dtype) @ weight
+        if eager:
+            ctx.save_for_backward(directions)
+        else:
+            ctx.save_for_backward(hidden, weight, bias, targets, log_norm)
+        ctx.eager, ctx.shape = eager, hidden.shape
         ctx.temperature, ctx.positions = temperature, positions
         ctx.mark_non_differentiable(log_norm, entropy)
         shape = targets.shape
@@ -81,6 +105,10 @@ class HeadLogSoftmax(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx: Any, grad: Tensor, *_: Tensor) -> tuple[Tensor | None, ...]:
+        if ctx.eager:
+            (directions,) = ctx.saved_tensors
+            scaled = directions.float() * grad.reshape(-1, 1).float()
+            return scaled.to(directions.dtype).view(ctx.shape), None, None, None, None, None, None
         hidden, weight, bias, targets, log_norm = ctx.saved_tensors
         temperature, positions = ctx.temperature, ctx.positions
         wants_hidden, wants_weight, wants_bias = ctx.needs_input_grad[:3]

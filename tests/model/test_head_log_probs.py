@@ -21,20 +21,29 @@ def inputs(bias: bool, seed: int = 0):
 @pytest.mark.parametrize("chunk", [11, 3 * 11, 10**9], ids=["one-position", "three", "all"])
 @pytest.mark.parametrize("temperature", [1.0, 0.7])
 @pytest.mark.parametrize("bias", [False, True])
-def test_chunked_head_gives_the_full_logits_values_and_gradients(chunk, temperature, bias):
+@pytest.mark.parametrize("frozen", [False, True], ids=["trained-head", "frozen-head"])
+def test_chunked_head_gives_the_full_logits_values_and_gradients(chunk, temperature, bias, frozen):
+    """A trained head gets its gradient in the backward; a frozen one (LoRA) has the hidden
+    states' gradient made in the forward: both equal the full logits' gradients."""
     hidden, weight, offset, targets = inputs(bias)
+    if frozen:
+        weight.requires_grad_(False)
+        offset = None if offset is None else offset.requires_grad_(False)
     weights = torch.rand(3, 5)  # a loss that weighs every log-prob differently
     full, full_entropy = target_log_probs(
         F.linear(hidden, weight, offset), targets, temperature, True
     )
     (full * weights).sum().backward()
-    expected = [t.grad.clone() for t in (hidden, weight, offset) if t is not None]
+    expected = [
+        t.grad.clone() for t in (hidden, weight, offset) if t is not None and t.grad is not None
+    ]
     for t in (hidden, weight, offset):
         if t is not None:
             t.grad = None
     ours, entropy = head_log_probs(hidden, weight, offset, targets, temperature, True, chunk)
     (ours * weights).sum().backward()
-    found = [t.grad for t in (hidden, weight, offset) if t is not None]
+    found = [t.grad for t in (hidden, weight, offset) if t is not None and t.grad is not None]
+    assert len(found) == len(expected) == (1 if frozen else 3 if bias else 2)
     assert ours.dtype == torch.float32 and ours.shape == (3, 5)
     assert (ours - full).abs().max() < 1e-5
     assert (entropy - full_entropy).abs().max() < 1e-5
@@ -60,3 +69,18 @@ def test_gradcheck_in_float64():
         return head_log_probs(h, w, None, targets, 0.9, chunk=14)[0].double()
 
     assert torch.autograd.gradcheck(logps, (hidden, weight), eps=1e-3, atol=1e-3, rtol=1e-2)
+
+
+def test_a_frozen_heads_gradient_made_in_the_forward_scales_with_the_upstream_gradient():
+    """The hidden states' gradient kept from the forward is multiplied by each position's
+    upstream gradient, whatever it is: twice the loss, twice the gradient; a zero weight,
+    no gradient at that position."""
+    hidden, weight, _, targets = inputs(False, seed=4)
+    weight = weight.detach()
+    logps, _ = head_log_probs(hidden, weight, None, targets, chunk=22)
+    scale = torch.rand(3, 5)
+    scale[1, 2] = 0.0
+    (grad,) = torch.autograd.grad((logps * scale).sum(), hidden, retain_graph=True)
+    (twice,) = torch.autograd.grad((logps * scale * 2).sum(), hidden)
+    assert torch.allclose(twice, 2 * grad) and grad[1, 2].abs().max() == 0
+    assert grad[0, 0].abs().max() > 0

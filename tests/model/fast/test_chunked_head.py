@@ -15,7 +15,7 @@ from tests.helpers.small_llama import small_llama
 
 def scored(lm: CausalLM, rollout, chunks: bool, monkeypatch) -> tuple:
     """Log-probs, entropies and the trainable parameters' gradients of a weighted sum."""
-    monkeypatch.setattr(CausalLM, "_head_in_chunks", lambda self: chunks)
+    monkeypatch.setattr(CausalLM, "_head_in_chunks", lambda self, positions: chunks)
     monkeypatch.setattr(head_log_probs, "HEAD_CHUNK", 300)  # one position per chunk
     lm.zero_grad()
     logps, entropy = lm.log_probs(rollout, temperature=0.8, with_entropy=True)
