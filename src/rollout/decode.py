@@ -58,14 +58,38 @@ class Sampling:
         return chain
 
 
+# vocabulary entries per block of the two-level draw
+DRAW_BLOCK = 1024
+
+
 def draw(scores: Tensor, generator: torch.Generator | None = None) -> Tensor:
     """One token per row from softmax(scores) [N, V], by inverse CDF with one uniform number
-    per row (float64 cumulative sums; a token of probability 0 is never drawn)."""
-    probs = torch.softmax(scores.double(), dim=-1)
-    cdf = probs.cumsum(dim=-1)
-    u = torch.rand(scores.size(0), 1, dtype=cdf.dtype, device=cdf.device, generator=generator)
-    index = torch.searchsorted(cdf, u * cdf[:, -1:], right=True)
-    return index.clamp(max=scores.size(-1) - 1).squeeze(1)
+    per row, in two levels: the vocabulary is cut into blocks of `DRAW_BLOCK` entries, the
+    uniform number picks a block by the cumulative sums of the block masses, then a token
+    within it by that block's cumulative sums. The same token as one cumulative sum over the
+    whole vocabulary in float64 (but where the uniform number falls within float32 rounding of
+    a boundary), at a cost that hardly grows with it: one exponential per entry (the softmax
+    unnormalised: the uniform number is scaled to the total), one float32 sum per block, and
+    float64 cumulative sums over the blocks and over one block per row (Gemma's 262,144
+    entries: 256 blocks). A token of probability 0 is never drawn."""
+    rows, vocabulary = scores.shape
+    scores = scores.float()
+    probs = torch.sub(scores, scores.amax(dim=-1, keepdim=True)).exp_()  # softmax times a constant
+    width = -(-vocabulary // DRAW_BLOCK) * DRAW_BLOCK
+    if width != vocabulary:  # the last block padded with tokens of probability 0
+        probs = torch.nn.functional.pad(probs, (0, width - vocabulary))
+    blocks = probs.view(rows, width // DRAW_BLOCK, DRAW_BLOCK)
+    block_cdf = blocks.sum(dim=-1).double().cumsum(dim=-1)  # [N, blocks]
+    u = torch.rand(rows, 1, dtype=torch.float64, device=scores.device, generator=generator)
+    target = u * block_cdf[:, -1:]
+    block = torch.searchsorted(block_cdf, target, right=True).clamp_(max=block_cdf.size(1) - 1)
+    before = torch.where(
+        block > 0, block_cdf.gather(1, (block - 1).clamp(min=0)), torch.zeros_like(target)
+    )
+    inside = blocks.gather(1, block.unsqueeze(-1).expand(-1, 1, DRAW_BLOCK)).squeeze(1)
+    index = torch.searchsorted(inside.double().cumsum(dim=-1), target - before, right=True)
+    token = block * DRAW_BLOCK + index.clamp_(max=DRAW_BLOCK - 1)
+    return token.clamp_(max=vocabulary - 1).squeeze(1)
 
 
 @torch.no_grad()
