@@ -167,10 +167,10 @@ class CausalLM(nn.Module):
             "use_cache": False,
         }
         if self._head_in_chunks(input_ids.size(0) * num_targets):
-            with self._lean():
+            with self._lean():  # the head's products routed as the network's layers are
                 hidden = hidden_forward(self.network)(**inputs).logits
-            hidden = hidden[:, -num_targets - 1 : -1, :]
-            return chunked_log_probs(self.network, hidden, targets, temperature, with_entropy)
+                hidden = hidden[:, -num_targets - 1 : -1, :]
+                return chunked_log_probs(self.network, hidden, targets, temperature, with_entropy)
         with self._lean():
             logits = self._scoring_forward(**inputs, **self._keep_logits(num_targets + 1)).logits
         logits = logits[:, -num_targets - 1 : -1, :]

@@ -24,6 +24,7 @@ one for the gradient.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -41,14 +42,16 @@ def head_log_probs(
     temperature: float = 1.0,
     with_entropy: bool = False,
     chunk: int | None = None,
+    product: Callable[[Tensor, Tensor, Tensor | None], Tensor] = F.linear,
 ) -> tuple[Tensor, Tensor | None]:
     """Float32 log-probs [N, T] of `targets` [N, T] under the logits (hidden [N, T, H] @
     weight[V, H]^T + bias) / temperature, and the entropy of each position's distribution
     when asked (without gradient). At most `chunk` (default `HEAD_CHUNK`) logits entries
-    exist at a time."""
+    exist at a time. `product` makes the logits of a chunk, F.linear's arithmetic (the
+    head's own, through oneDNN where it is routed there: `src.model.fast.chunked_head`)."""
     positions = max(1, (chunk or HEAD_CHUNK) // weight.size(0))
     logps, _, entropy = HeadLogSoftmax.apply(
-        hidden, weight, bias, targets, temperature, positions, with_entropy
+        hidden, weight, bias, targets, temperature, positions, with_entropy, product
     )
     return logps, entropy if with_entropy else None
 
@@ -68,6 +71,7 @@ class HeadLogSoftmax(torch.autograd.Function):
         temperature: float,
         positions: int,
         with_entropy: bool,
+        product: Callable[[Tensor, Tensor, Tensor | None], Tensor] = F.linear,
     ) -> tuple[Tensor, Tensor, Tensor]:
         flat, picks = hidden.reshape(-1, hidden.size(-1)), targets.reshape(-1)
         logps = torch.empty(picks.shape, dtype=torch.float32, device=hidden.device)
@@ -78,7 +82,7 @@ class HeadLogSoftmax(torch.autograd.Function):
         directions = torch.empty_like(flat) if eager else flat.new_empty(0)
         for start in range(0, flat.size(0), positions):
             part = slice(start, start + positions)
-            logits = _logits(flat[part], weight, bias, temperature)
+            logits = _logits(flat[part], weight, bias, temperature, product)
             norm = torch.logsumexp(logits, dim=-1)
             log_norm[part] = norm
             logps[part] = logits.gather(-1, picks[part].unsqueeze(-1)).squeeze(-1) - norm
@@ -98,7 +102,7 @@ class HeadLogSoftmax(torch.autograd.Function):
         else:
             ctx.save_for_backward(hidden, weight, bias, targets, log_norm)
         ctx.eager, ctx.shape = eager, hidden.shape
-        ctx.temperature, ctx.positions = temperature, positions
+        ctx.temperature, ctx.positions, ctx.product = temperature, positions, product
         ctx.mark_non_differentiable(log_norm, entropy)
         shape = targets.shape
         return logps.view(shape), log_norm.view(shape), entropy.view(shape if with_entropy else 0)
@@ -108,7 +112,7 @@ class HeadLogSoftmax(torch.autograd.Function):
         if ctx.eager:
             (directions,) = ctx.saved_tensors
             scaled = directions.float() * grad.reshape(-1, 1).float()
-            return scaled.to(directions.dtype).view(ctx.shape), None, None, None, None, None, None
+            return scaled.to(directions.dtype).view(ctx.shape), *[None] * 7
         hidden, weight, bias, targets, log_norm = ctx.saved_tensors
         temperature, positions = ctx.temperature, ctx.positions
         wants_hidden, wants_weight, wants_bias = ctx.needs_input_grad[:3]
@@ -119,7 +123,7 @@ class HeadLogSoftmax(torch.autograd.Function):
         grad_bias = torch.zeros_like(bias, dtype=torch.float32) if wants_bias else None
         for start in range(0, flat.size(0), positions):
             part = slice(start, start + positions)
-            logits = _logits(flat[part], weight, bias, temperature)
+            logits = _logits(flat[part], weight, bias, temperature, ctx.product)
             g = grad[part].unsqueeze(-1)
             # d/dz of g * log_softmax(z)[y] = g * (onehot(y) - softmax(z)), then the 1 / T of z
             dz = torch.sub(logits, log_norm[part].unsqueeze(-1)).exp_().mul_(g.neg())
@@ -137,14 +141,17 @@ class HeadLogSoftmax(torch.autograd.Function):
             None if grad_hidden is None else grad_hidden.view_as(hidden),
             None if grad_weight is None else grad_weight.to(weight.dtype),
             None if grad_bias is None else grad_bias.to(bias.dtype),
-            None,
-            None,
-            None,
-            None,
+            *[None] * 5,
         )
 
 
-def _logits(hidden: Tensor, weight: Tensor, bias: Tensor | None, temperature: float) -> Tensor:
+def _logits(
+    hidden: Tensor,
+    weight: Tensor,
+    bias: Tensor | None,
+    temperature: float,
+    product: Callable[[Tensor, Tensor, Tensor | None], Tensor] = F.linear,
+) -> Tensor:
     """Float32 logits [n, V] of hidden states [n, H], divided by the temperature."""
-    logits = F.linear(hidden, weight, bias).float()
+    logits = product(hidden, weight, bias).float()
     return logits.div_(temperature) if temperature != 1.0 else logits

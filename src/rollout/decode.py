@@ -62,7 +62,9 @@ class Sampling:
 DRAW_BLOCK = 1024
 
 
-def draw(scores: Tensor, generator: torch.Generator | None = None) -> Tensor:
+def draw(
+    scores: Tensor, generator: torch.Generator | None = None, overwrite: bool = False
+) -> Tensor:
     """One token per row from softmax(scores) [N, V], by inverse CDF with one uniform number
     per row, in two levels: the vocabulary is cut into blocks of `DRAW_BLOCK` entries, the
     uniform number picks a block by the cumulative sums of the block masses, then a token
@@ -71,10 +73,15 @@ def draw(scores: Tensor, generator: torch.Generator | None = None) -> Tensor:
     a boundary), at a cost that hardly grows with it: one exponential per entry (the softmax
     unnormalised: the uniform number is scaled to the total), one float32 sum per block, and
     float64 cumulative sums over the blocks and over one block per row (Gemma's 262,144
-    entries: 256 blocks). A token of probability 0 is never drawn."""
+    entries: 256 blocks). A token of probability 0 is never drawn. With `overwrite`, float32
+    `scores` are the draw's to overwrite (the decoding loop's own logits): no tensor of their
+    size is made."""
     rows, vocabulary = scores.shape
-    scores = scores.float()
-    probs = torch.sub(scores, scores.amax(dim=-1, keepdim=True)).exp_()  # softmax times a constant
+    highest = scores.amax(dim=-1, keepdim=True)
+    if overwrite and scores.dtype == torch.float32:
+        probs = scores.sub_(highest).exp_()  # the softmax times a constant, in place
+    else:
+        probs = torch.sub(scores.float(), highest.float()).exp_()
     width = -(-vocabulary // DRAW_BLOCK) * DRAW_BLOCK
     if width != vocabulary:  # the last block padded with tokens of probability 0
         probs = torch.nn.functional.pad(probs, (0, width - vocabulary))
@@ -134,7 +141,7 @@ def decode(
         suppressed = step < sampling.min_new_tokens  # no row can end at this step
         if suppressed:
             scores.index_fill_(1, eos, -float("inf"))
-        chosen = scores.argmax(dim=-1) if sampling.greedy else draw(scores)
+        chosen = scores.argmax(dim=-1) if sampling.greedy else draw(scores, overwrite=True)
         if not suppressed:
             chosen = chosen.masked_fill(ended, pad_token_id)
             ended |= torch.isin(chosen, eos)

@@ -17,8 +17,10 @@ from types import SimpleNamespace
 from typing import Any
 
 import torch
+import torch.nn.functional as F
 from torch import Tensor, nn
 
+from src.model.fast import onednn
 from src.model.fast.probe import largest_difference, probe_input
 from src.model.head_log_probs import head_log_probs
 from src.model.hf_cache import CACHE, returned_cache
@@ -56,11 +58,15 @@ def chunked_log_probs(
     with_entropy: bool = False,
 ) -> tuple[Tensor, Tensor | None]:
     """Log-probs [N, T] of `targets` from final hidden states [N, T, H] through the
-    network's head, in chunks (`head_log_probs`)."""
+    network's head, in chunks (`head_log_probs`), its products through oneDNN where the head
+    is routed there now (inside `onednn_linears`, proven for this network)."""
     head = plain_head(network)
     if head is None:
         raise ValueError("chunked_log_probs needs a network whose head is a plain nn.Linear")
-    return head_log_probs(hidden, head.weight, head.bias, targets, temperature, with_entropy)
+    product = onednn.product if onednn.is_routed(head) else F.linear
+    return head_log_probs(
+        hidden, head.weight, head.bias, targets, temperature, with_entropy, product=product
+    )
 
 
 @torch.no_grad()

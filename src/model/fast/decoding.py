@@ -22,6 +22,7 @@ from collections.abc import Iterator
 from functools import partial
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 from src.model.fast.captured_steps import CapturedSteps
@@ -144,7 +145,7 @@ def packed_difference(products: list[Product], rows: int) -> float:
         weight = product.weight
         x = torch.randn(rows, weight.size(1), generator=generator, dtype=weight.dtype)
         x = x.to(weight.device)
-        plain = product.any(x)
+        plain = F.linear(x, weight, product.bias)
         scale = float(plain.abs().max()) or 1.0
         largest = max(largest, largest_difference(product(x), plain) / scale)
     return largest

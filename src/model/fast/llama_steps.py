@@ -38,6 +38,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from src.model.fast import onednn
 from src.model.fast.lean_layers import LEAN_NORMS, SILU_CLASSES
 from src.model.fast.packed import can_pack, merged_weight, packed_product, smallest_packed
 from src.model.positions import position_ids
@@ -65,6 +66,9 @@ class Product:
         self.bias = None if bias is None else bias.detach()
         worth = pack and can_pack(rows) and weight.numel() >= smallest_packed()
         self._packed = packed_product(weight, self.bias, rows) if worth else None
+        # the prompts' products through oneDNN where it is faster here (as the packed ones)
+        cpu32 = weight.dtype == torch.float32 and weight.device.type == "cpu"
+        self._any = onednn.product if pack and cpu32 and onednn.usable() else F.linear
 
     @property
     def packed(self) -> bool:
@@ -78,7 +82,7 @@ class Product:
 
     def any(self, x: Tensor) -> Tensor:
         """The product for a batch of any number of rows."""
-        return F.linear(x, self.weight, self.bias)
+        return self._any(x, self.weight, self.bias)
 
 
 @dataclass
