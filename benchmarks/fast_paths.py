@@ -9,6 +9,7 @@ start-up is printed for the default.
 
     nice .venv/bin/python benchmarks/fast_paths.py --configs a --steps 10 --rounds 3
     nice .venv/bin/python benchmarks/fast_paths.py --configs b --steps 3 --rounds 1
+    nice .venv/bin/python benchmarks/fast_paths.py --configs e --steps 3 --rounds 1   # Gemma 3 270M
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ SETTINGS = {
     "no packed_weights": "packed_weights",
     "no cache_room": "cache_room",
     "no onednn_products": "onednn_products",
+    "no chunked_head": "chunked_head",
     "none (all off)": "all",
 }
 
@@ -70,14 +72,22 @@ def report(shape_name: str, beta: float, found: dict[str, list[dict[str, Any]]])
     default_rate = statistics.median(r["tokens_per_second"] for r in found["default"])
     lines = [
         f"({shape_name}) beta {beta}: {SHAPES[shape_name].title}",
-        f"{'setting':<20} {'s/step':>8} {'tok/s':>8} {'earns':>7}  per round s/step",
+        f"{'setting':<20} {'s/step':>8} {'tok/s':>8} {'earns':>7} {'sampling':>9} {'RSS GiB':>8}"
+        "  per round s/step",
     ]
     for label, runs in found.items():
         seconds = statistics.median(r["seconds_per_step"] for r in runs)
         rate = statistics.median(r["tokens_per_second"] for r in runs)
         earns = "" if label == "default" else f"{default_rate / rate - 1:+.1%}"
+        sampling = statistics.median(
+            r["details"].get("phase_seconds", {}).get("sampling", float("nan")) for r in runs
+        )
+        memory = statistics.median(r["peak_rss_gib"] for r in runs)
         rounds = ", ".join(f"{r['seconds_per_step']:.3f}" for r in runs)
-        lines.append(f"{label:<20} {seconds:>8.3f} {rate:>8.1f} {earns:>7}  {rounds}")
+        lines.append(
+            f"{label:<20} {seconds:>8.3f} {rate:>8.1f} {earns:>7} {sampling:>9.3f} {memory:>8.2f}"
+            f"  {rounds}"
+        )
     probes = [r["details"].get("probe_seconds") for r in found["default"]]
     lines.append(f"probes at start-up, default runs: {', '.join(f'{p:.2f} s' for p in probes)}")
     return "\n".join(lines)
@@ -85,7 +95,7 @@ def report(shape_name: str, beta: float, found: dict[str, list[dict[str, Any]]])
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--configs", default="a", help="comma-separated: a, b, c")
+    parser.add_argument("--configs", default="a", help="comma-separated: a, b, c, e")
     parser.add_argument("--beta", type=float, default=0.04)
     parser.add_argument("--steps", type=int, default=10)
     parser.add_argument("--rounds", type=int, default=3)

@@ -26,7 +26,9 @@ also reports its peak GPU memory (torch.cuda.max_memory_allocated). Configuratio
 SmolLM2-135M + LoRA r16 on q,k,v,o, B 8, G 8, T 128, and (h) the same with B 16, G 8, T 256;
 SmolLM2's shape gets random weights there (--weights random: its config and tokenizer from
 outputs/models/smollm2_135m_instruct or outputs/models/smollm2_135m_config), since forced
-lengths make the work the same whatever the weights say.
+lengths make the work the same whatever the weights say. (i) and (j) are (g) and (h) with
+Gemma 3 270M's shape (262k vocabulary, sliding-window layers), random weights from
+outputs/models/gemma3_270m or outputs/models/gemma3_270m_config: --configs i,j.
 
 Learning mode (--learning) compares learning on the embedded arithmetic task: ours with its
 defaults (SFT warm start, then --learning-steps GRPO steps), then TRL from the warm start our
@@ -65,8 +67,6 @@ from vs_trl_common import (
     DEFAULT_CONFIGS,
     REPO,
     SHAPES,
-    SMOL_CONFIG,
-    SMOL_FOLDER,
     RunResult,
     Shape,
     build_random_model,
@@ -113,18 +113,19 @@ def run_worker(spec: dict[str, Any], work: Path, name: str) -> Path:
 # ------------------------------------------------------------------------------------ setup
 def ensure_model_folder(shape: Shape, random_weights: bool = False) -> Path:
     """The model folder of a shape, made when it is not there yet: the tiny model built, or
-    SmolLM2 or Gemma 3 270M converted, into outputs/models with our model config; or, with `random_weights`,
-    SmolLM2's config and tokenizer with random weights (from the converted folder, or from
-    SMOL_CONFIG where only those files were carried)."""
+    SmolLM2 or Gemma 3 270M converted, into outputs/models with our model config; or, with
+    `random_weights`, the model's config and tokenizer with random weights (from the
+    converted folder, or from its `_config` folder where only those files were carried)."""
     folder = shape.folder(random_weights)
     if (folder / "config.json").exists():
         return folder
     if random_weights:
-        sources = [f for f in (SMOL_FOLDER, SMOL_CONFIG) if (f / "config.json").exists()]
+        places = shape.random_sources()
+        sources = [f for f in places if (f / "config.json").exists()]
         if not sources:
             raise SystemExit(
-                f"--weights random needs SmolLM2's config.json and tokenizer files in "
-                f"{SMOL_FOLDER} or {SMOL_CONFIG}"
+                f"--weights random needs the {shape.model} config.json and tokenizer files in "
+                f"{places[0]} or {places[1]}"
             )
         build_random_model(sources[0], folder)
         return folder

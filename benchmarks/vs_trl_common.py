@@ -18,9 +18,12 @@ SMOL_FOLDER = MODELS_DIR / "smollm2_135m_instruct"  # the converted SmolLM2-135M
 # tokenizer in SMOL_FOLDER, or in SMOL_CONFIG where only those travelled (a GPU machine)
 SMOL_RANDOM = MODELS_DIR / "smollm2_135m_random"
 SMOL_CONFIG = MODELS_DIR / "smollm2_135m_config"
-GEMMA_FOLDER = (
-    MODELS_DIR / "gemma3_270m"
-)  # the converted Gemma 3 270M (conf/model/gemma3_270m.yaml)
+# the converted Gemma 3 270M (conf/model/gemma3_270m.yaml)
+GEMMA_FOLDER = MODELS_DIR / "gemma3_270m"
+# Gemma 3 270M's shape with random weights, from the config and tokenizer in GEMMA_FOLDER or
+# in GEMMA_CONFIG (where only those travelled: 33 MB of tokenizer, no weights)
+GEMMA_RANDOM = MODELS_DIR / "gemma3_270m_random"
+GEMMA_CONFIG = MODELS_DIR / "gemma3_270m_config"
 LORA_TARGETS = ["q_proj", "k_proj", "v_proj", "o_proj"]
 CORPUS = REPO / "src" / "retrieval" / "samples" / "medical_textbook.jsonl"
 TRAIN_SETTINGS = {  # identical in both frameworks (the dtype of ours may be changed with --dtype)
@@ -56,8 +59,14 @@ class Shape:
         if self.model == "tiny":
             return TINY_FOLDER
         if self.model == "gemma3_270m":
-            return GEMMA_FOLDER
+            return GEMMA_RANDOM if random_weights else GEMMA_FOLDER
         return SMOL_RANDOM if random_weights else SMOL_FOLDER
+
+    def random_sources(self) -> list[Path]:
+        """Where the config and tokenizer of a random-weights folder may be found."""
+        if self.model == "gemma3_270m":
+            return [GEMMA_FOLDER, GEMMA_CONFIG]
+        return [SMOL_FOLDER, SMOL_CONFIG]
 
     @property
     def completions(self) -> int:
@@ -72,6 +81,9 @@ SHAPES = {
     # GPU shapes (--device cuda): the rollout is most of a step
     "g": Shape("g", "SmolLM2-135M + LoRA r16 (q,k,v,o)", "smollm2_135m", True, 8, 8, 128),
     "h": Shape("h", "SmolLM2-135M + LoRA r16 (q,k,v,o)", "smollm2_135m", True, 16, 8, 256),
+    # Gemma 3 270M's shape on a GPU (random weights: --weights random): --configs i,j
+    "i": Shape("i", "Gemma 3 270M + LoRA r16 (q,k,v,o)", "gemma3_270m", True, 8, 8, 128),
+    "j": Shape("j", "Gemma 3 270M + LoRA r16 (q,k,v,o)", "gemma3_270m", True, 16, 8, 256),
 }
 DEFAULT_CONFIGS = {"cpu": ["a", "b", "c"], "cuda": ["a", "g", "h"]}
 

@@ -207,7 +207,7 @@ def run_speed(spec: dict[str, Any]) -> RunResult:
     made = role_prompts(cfg, tokenizer)
     if made != prompts:
         raise RuntimeError("our data module and role do not reproduce the benchmark prompts")
-    from src.model.causal_lm import added_bos, prompt_token_ids
+    from src.model.prompt_start import added_bos, prompt_token_ids
 
     limit = cfg.model.get("max_prompt_length")
     bos = added_bos(tokenizer)

@@ -10,7 +10,6 @@ import contextlib
 import copy
 import functools
 import inspect
-import itertools
 import logging
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -35,6 +34,7 @@ from src.model.fast.shared_prompt import continue_prompts
 from src.model.network import Scorer, Sequences
 from src.model.offline import resolve_pretrained
 from src.model.positions import position_ids
+from src.model.prompt_start import added_bos, prompt_token_ids
 from src.utils.errors import MissingFileError
 
 log = logging.getLogger(__name__)
@@ -362,35 +362,6 @@ class CausalLM(nn.Module):
         network.save_pretrained(path)
         self.tokenizer.save_pretrained(path)
         return path
-
-
-def added_bos(tokenizer: Any) -> int | None:
-    """The id the tokenizer puts first when it adds its special tokens (Gemma's `<bos>`), or
-    None for a tokenizer that adds none (the tiny model's, SmolLM2's): what every prompt must
-    start with, exactly once."""
-    bos = tokenizer.bos_token_id
-    if bos is None:
-        return None
-    ids = tokenizer("a", add_special_tokens=True)["input_ids"]
-    return bos if ids and ids[0] == bos else None
-
-
-def prompt_token_ids(
-    tokenizer: Any, prompts: list[str], limit: int | None = None, bos: int | None = None
-) -> list[list[int]]:
-    """Each prompt's token ids: with the BOS `bos` (`added_bos`) first exactly once where
-    given (a chat template may have written it already; a run of them is cut to one),
-    truncated from the left beyond `limit` tokens with the BOS kept first."""
-    rows = tokenizer(prompts, add_special_tokens=False)["input_ids"]
-    if bos is not None:
-        rows = [[bos, *itertools.dropwhile(lambda i: i == bos, row)] for row in rows]
-    if limit is not None:
-        head = 1 if bos is not None and limit > 1 else 0
-        rows = [
-            row if len(row) <= limit else row[:head] + row[len(row) - limit + head :]
-            for row in rows
-        ]
-    return rows
 
 
 def checkpointed(network: nn.Module) -> bool:

@@ -17,6 +17,7 @@ import time
 from typing import Any
 
 from src.model.network import AdaptedNetwork
+from src.model.prompt_start import added_bos
 from src.policy.frozen import frozen_generate, frozen_option_scores
 from src.policy.generator import Generator
 from src.policy.plans import PlanCache, read_plan
@@ -120,6 +121,8 @@ class Rewriter(Generator):
         chat = self._uses_chat(network.tokenizer)  # the planner is asked as the rewriter is
         # how the prompt is framed is part of what the plans depend on, so of the cache's name
         framing = f"{self.plan_template}\x00chat={chat}\x00prefix={self.plan_prefix}"
+        if added_bos(network.tokenizer) is not None:  # its prompts start with a BOS (Gemma)
+            framing += "\x00bos"
         cache = PlanCache(self.plan_cache_dir, self.plan_model, framing)
         questions = [self._fill(self.plan_template, row, "plan_template") for row in rows]
         missing = list(dict.fromkeys(q for q in questions if cache.get(q) is None))

@@ -441,3 +441,18 @@ def test_a_warm_start_teaches_the_query_its_target_names(tmp_path):
     assert taught == [" Anthrax is caused by?", " Cholera is caused by?"]
     with pytest.raises(ConfigError, match="sft_target"):
         make_rewriter(tmp_path, sft_target="{gold_query}").sft_targets(rows())
+
+
+def test_plans_made_for_prompts_with_a_bos_have_a_cache_of_their_own(
+    tmp_path, lora_lm, monkeypatch
+):
+    """A model whose tokenizer adds a BOS (Gemma) reads its prompts with it: plans made
+    before that, under the same model name and template, are not reused."""
+    monkeypatch.setattr(
+        "src.policy.rewriter.frozen_generate",
+        lambda network, sampler, prompts, batch_size: ['{"topic": "x"}'] * len(prompts),
+    )
+    assert make_rewriter(tmp_path).prepare(lora_lm, rows())["planner/generated"] == 2
+    monkeypatch.setattr("src.policy.rewriter.added_bos", lambda tokenizer: 1)
+    assert make_rewriter(tmp_path).prepare(lora_lm, rows())["planner/generated"] == 2
+    assert len(list((tmp_path / "plans").glob("*.jsonl"))) == 2

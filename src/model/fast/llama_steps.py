@@ -141,6 +141,8 @@ class LlamaSteps:
         self.values: list[Tensor] = []
         self.bias = torch.empty(0)  # [rows * kv_heads, 1, width]: 0, or -inf on padding
         self.filled = 0
+        # what `prefill` read: B prompts of G rows each, `prompt_width` columns of the cache
+        self.prompts, self.group, self.prompt_width = 0, 1, 0
 
     @classmethod
     def of(cls, network: nn.Module, rows: int, pack: bool = True) -> LlamaSteps | None:
@@ -247,6 +249,7 @@ class LlamaSteps:
         bias[:, :filled].masked_fill_(~real, float("-inf"))
         self.bias = bias.repeat_interleave(group_size * kv_heads, dim=0).unsqueeze(1)
         self.filled = filled
+        self.prompts, self.group, self.prompt_width = prompts, group_size, filled
         return self._final_norm(hidden[:, -1])
 
     def step(self, tokens: Tensor, positions: Tensor) -> Tensor:
@@ -283,13 +286,17 @@ class LlamaSteps:
             first = 0 if layer.window is None else max(0, at + 1 - layer.window)
             # the query heads of one key/value head read it as that many query positions; for
             # one query per row, batched products and a softmax are quicker than SDPA's kernel
-            scores = torch.baddbmm(
-                self.bias[..., first : at + 1],
-                rotated[:, :heads].reshape(matrices, per_kv, dim),
-                keys[:, first : at + 1].transpose(1, 2),
-                alpha=self.scaling,
-            )
-            attended = torch.bmm(scores.softmax(dim=-1), values[:, first : at + 1])
+            queries = rotated[:, :heads].reshape(matrices, per_kv, dim)
+            if self.group > 1 and first < self.prompt_width:
+                attended = self._grouped_attention(queries, keys, values, first, at)
+            else:
+                scores = torch.baddbmm(
+                    self.bias[..., first : at + 1],
+                    queries,
+                    keys[:, first : at + 1].transpose(1, 2),
+                    alpha=self.scaling,
+                )
+                attended = torch.bmm(scores.softmax(dim=-1), values[:, first : at + 1])
             attention = layer.out(attended.view(rows, heads * dim))
             hidden = hidden + self._sandwiched(attention, layer.post_attention)
             gate, up = layer.gate_up(self._normalized(hidden)).chunk(2, dim=1)
@@ -303,6 +310,56 @@ class LlamaSteps:
         if self.final_in_float32:
             return self._sandwiched(hidden, self.norm_final)
         return F.rms_norm(hidden, hidden.shape[-1:], self.norm_final, self.eps)
+
+    def _grouped_attention(
+        self, queries: Tensor, keys: Tensor, values: Tensor, first: int, at: int
+    ) -> Tensor:
+        """Attention [rows * kv_heads, per_kv, head_dim] of one new query per row over the
+        cache columns first .. at, the prompt's columns read once per group: the G rows of a
+        prompt hold the same prompt keys and values (`prefill` copies them), so its G x per_kv
+        queries are one product with the first row's, and only the columns written since are
+        read row by row. The same numbers as one product per row over all the columns, with
+        a fraction of the cache read per step."""
+        prompts, group, kv_heads, dim = self.prompts, self.group, self.kv_heads, self.head_dim
+        width, per_kv, shared = keys.size(1), queries.size(1), self.prompt_width
+        by_group = (prompts, group, kv_heads)
+
+        def gathered(t: Tensor) -> Tensor:  # [rows * kv, per_kv, n] -> [B * kv, G * per_kv, n]
+            return (
+                t.view(*by_group, per_kv, -1)
+                .transpose(1, 2)
+                .reshape(prompts * kv_heads, group * per_kv, -1)
+            )
+
+        def spread(t: Tensor) -> Tensor:  # the inverse of `gathered`
+            return (
+                t.view(prompts, kv_heads, group, per_kv, -1)
+                .transpose(1, 2)
+                .reshape(prompts * group * kv_heads, per_kv, -1)
+            )
+
+        def prompt_part(cache: Tensor) -> Tensor:  # the first row's prompt columns [B * kv, ..]
+            return cache.view(*by_group, width, -1)[:, 0, :, first:shared].reshape(
+                prompts * kv_heads, shared - first, -1
+            )
+
+        bias = self.bias.view(*by_group, 1, width)[:, 0, :, :, first:shared]
+        prompt_scores = torch.baddbmm(
+            bias.reshape(prompts * kv_heads, 1, shared - first),
+            gathered(queries),
+            prompt_part(keys).transpose(1, 2),
+            alpha=self.scaling,
+        )
+        new_scores = torch.baddbmm(
+            self.bias[..., shared : at + 1],
+            queries,
+            keys[:, shared : at + 1].transpose(1, 2),
+            alpha=self.scaling,
+        )
+        probs = torch.cat([spread(prompt_scores), new_scores], dim=-1).softmax(dim=-1)
+        on_prompt, on_new = probs.split([shared - first, at + 1 - shared], dim=-1)
+        attended = spread(torch.bmm(gathered(on_prompt.contiguous()), prompt_part(values)))
+        return attended.view(-1, per_kv, dim).baddbmm_(on_new, values[:, shared : at + 1])
 
     def _embedded(self, tokens: Tensor) -> Tensor:
         """The tokens' embeddings, times the family's scale where it has one (Gemma)."""

@@ -110,3 +110,42 @@ def test_the_right_gemma_step_is_proven_and_used():
         assert isinstance(steps, LlamaSteps)
     assert standing("fused_steps", network).proven
     forget_verdicts()
+
+
+def test_the_shared_prompt_scores_gemma_past_the_window_as_the_modules_do():
+    """Log-probs with each group's prompt read once (`shared_prompt`, through the cache of
+    sliding and global layers) equal one forward over whole rows, prompt and completion both
+    longer than the window, under LoRA."""
+    from src.model.causal_lm import CausalLM
+    from src.model.positions import position_ids
+    from src.rollout.rollout import Rollout
+    from tests.helpers.small_gemma import bos_tokenizer
+
+    tokenizer = bos_tokenizer()
+    network = small_gemma(vocab_size=len(tokenizer), pad_token_id=tokenizer.pad_token_id)
+    lm = CausalLM(with_lora(network), tokenizer)
+    torch.manual_seed(0)
+    group, prompt_length, length = 3, 10, 7
+    prompt = torch.randint(5, len(tokenizer), (2, prompt_length))
+    prompt_mask = torch.ones_like(prompt)
+    prompt_mask[1, :3] = 0
+    prompt, prompt_mask = (t.repeat_interleave(group, dim=0) for t in (prompt, prompt_mask))
+    completion = torch.randint(5, len(tokenizer), (2 * group, length))
+    rollout = Rollout(
+        prompt_ids=prompt,
+        prompt_mask=prompt_mask,
+        completion_ids=completion,
+        completion_mask=torch.ones_like(completion),
+        is_clipped=torch.zeros(2 * group, dtype=torch.bool),
+        completions=[""] * (2 * group),
+    )
+    lm.network.eval()
+    with torch.no_grad():
+        shared, _ = lm.log_probs(rollout)
+        ids = torch.cat([prompt, completion], dim=1)
+        mask = torch.cat([prompt_mask, torch.ones_like(completion)], dim=1)
+        logits = lm.network(input_ids=ids, attention_mask=mask, position_ids=position_ids(mask))
+    plain = torch.log_softmax(logits.logits[:, prompt_length - 1 : -1].float(), dim=-1)
+    plain = plain.gather(-1, completion.unsqueeze(-1)).squeeze(-1)
+    assert standing("shared_prompt", lm.network).proven
+    assert (shared - plain).abs().max() < 1e-4
