@@ -7,6 +7,7 @@ from __future__ import annotations
 import inspect
 import json
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -27,6 +28,9 @@ def empty_models(tmp_path, monkeypatch):
         "SMOL_FOLDER": models / "smollm2_135m_instruct",
         "SMOL_RANDOM": models / "smollm2_135m_random",
         "SMOL_CONFIG": models / "smollm2_135m_config",
+        "GEMMA_FOLDER": models / "gemma3_270m",
+        "GEMMA_RANDOM": models / "gemma3_270m_random",
+        "GEMMA_CONFIG": models / "gemma3_270m_config",
     }
     for name, folder in folders.items():
         monkeypatch.setattr(vs_trl_common, name, folder)
@@ -41,7 +45,7 @@ def test_every_configuration_builds_its_folder_on_a_fresh_clone(empty_models, mo
     def conversion(**kwargs):  # the real signature must take the call; no 40 s conversion
         inspect.signature(convert_gguf).bind(**kwargs)
         converted.append(kwargs)
-        folder = vs_trl_common.SMOL_FOLDER
+        folder = Path(kwargs["folder"])
         folder.mkdir(parents=True)
         (folder / "config.json").write_text("{}")
         return folder
@@ -51,8 +55,12 @@ def test_every_configuration_builds_its_folder_on_a_fresh_clone(empty_models, mo
         folder = vs_trl.ensure_model_folder(shape)
         assert (folder / "config.json").exists(), name
     assert (empty_models["TINY_FOLDER"] / "model.safetensors").exists()  # built, not faked
-    assert len(converted) == 1  # once, then found by the other SmolLM2 configurations
-    assert converted[0]["folder"] == str(empty_models["SMOL_FOLDER"])
+    # once per model, then found by the other configurations of the same model
+    assert [c["folder"] for c in converted] == [
+        str(empty_models["SMOL_FOLDER"]),
+        str(empty_models["GEMMA_FOLDER"]),
+    ]
+    assert converted[1]["chunked"] is True  # Gemma is joined from its chunk packages
 
 
 def test_random_weights_are_built_from_a_config_alone(empty_models, tiny_lm):
@@ -66,5 +74,7 @@ def test_random_weights_are_built_from_a_config_alone(empty_models, tiny_lm):
 
 
 def test_random_weights_without_a_config_say_where_it_is_looked_for(empty_models):
-    with pytest.raises(SystemExit, match="needs SmolLM2's config.json and tokenizer files"):
+    with pytest.raises(SystemExit, match="needs the smollm2_135m config.json and tokenizer"):
         vs_trl.ensure_model_folder(vs_trl_common.SHAPES["g"], random_weights=True)
+    with pytest.raises(SystemExit, match=r"needs the gemma3_270m config.json .*gemma3_270m_config"):
+        vs_trl.ensure_model_folder(vs_trl_common.SHAPES["i"], random_weights=True)
