@@ -32,7 +32,7 @@ network's own forward (`src.model.fast.decoding`).
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import torch
 import torch.nn.functional as F
@@ -437,21 +437,30 @@ def _llama_parts(base: nn.Module, rows: int, pack: bool) -> _Parts | None:
 def _layer(layer: nn.Module, rows: int, pack: bool) -> _Layer | None:
     """A Llama decoder layer's fused products and norm weights, or None when a part is not
     one we step through."""
-    attention, mlp = layer.self_attn, layer.mlp
     if not all(
         type(norm).__name__ in LEAN_NORMS
         for norm in (layer.input_layernorm, layer.post_attention_layernorm)
     ):
         return None
-    if type(getattr(mlp, "act_fn", None)).__name__ not in SILU_CLASSES:
+    if type(getattr(layer.mlp, "act_fn", None)).__name__ not in SILU_CLASSES:
         return None
     # each RMSNorm's weight, with the sqrt(width) that `LlamaSteps._normalized` leaves out,
     # scales the input columns of the products that read it
     root = layer.input_layernorm.weight.numel() ** 0.5
     norm_in = layer.input_layernorm.weight.detach().float() * root
     norm_post = layer.post_attention_layernorm.weight.detach().float() * root
+    return _products(layer, rows, pack, norm_in, norm_post)
+
+
+def _products(
+    layer: nn.Module, rows: int, pack: bool, norm_in: Tensor, norm_mlp: Tensor
+) -> _Layer | None:
+    """A decoder layer's four fused products, the norm weights `norm_in` (before attention)
+    and `norm_mlp` (before the MLP) folded into the columns of those that read them, or
+    None when a linear layer is not one `merged_weight` reads."""
+    attention, mlp = layer.self_attn, layer.mlp
     qkv = _fused([attention.q_proj, attention.k_proj, attention.v_proj], rows, pack, norm_in)
-    gate_up = _fused([mlp.gate_proj, mlp.up_proj], rows, pack, norm_post)
+    gate_up = _fused([mlp.gate_proj, mlp.up_proj], rows, pack, norm_mlp)
     out = _fused([attention.o_proj], rows, pack)
     down = _fused([mlp.down_proj], rows, pack)
     if qkv is None or gate_up is None or out is None or down is None:
@@ -512,7 +521,7 @@ def _gemma_layer(
 ) -> _Layer | None:
     """A Gemma 3 decoder layer's fused products and norm weights, or None when a part is
     not one we step through."""
-    attention, mlp = layer.self_attn, layer.mlp
+    attention = layer.self_attn
     norms = (layer.input_layernorm, layer.pre_feedforward_layernorm)
     if not all(type(norm).__name__ in GEMMA_NORMS for norm in (*norms, attention.q_norm)):
         return None
@@ -520,11 +529,8 @@ def _gemma_layer(
         return None
     root = layer.input_layernorm.weight.numel() ** 0.5
     norm_in, norm_pre = (_gemma_weight(norm) * root for norm in norms)
-    qkv = _fused([attention.q_proj, attention.k_proj, attention.v_proj], rows, pack, norm_in)
-    gate_up = _fused([mlp.gate_proj, mlp.up_proj], rows, pack, norm_pre)
-    out = _fused([attention.o_proj], rows, pack)
-    down = _fused([mlp.down_proj], rows, pack)
-    if qkv is None or gate_up is None or out is None or down is None:
+    products = _products(layer, rows, pack, norm_in, norm_pre)
+    if products is None:
         return None
     heads = attention.q_proj.out_features // attention.head_dim
     kv_heads = attention.k_proj.out_features // attention.head_dim
@@ -534,11 +540,8 @@ def _gemma_layer(
             _gemma_weight(attention.k_norm).expand(kv_heads, -1),
         ]
     )
-    return _Layer(
-        qkv=qkv,
-        out=out,
-        gate_up=gate_up,
-        down=down,
+    return replace(
+        products,
         qk_norm=qk_norm,
         post_attention=_gemma_weight(layer.post_attention_layernorm),
         post_mlp=_gemma_weight(layer.post_feedforward_layernorm),
