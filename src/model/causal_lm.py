@@ -102,16 +102,8 @@ class CausalLM(nn.Module):
 
     def encode_prompts(self, prompts: list[str]) -> dict[str, Tensor]:
         """Left-padded prompt ids (`prompt_ids`) and their mask on the network's device."""
-        rows = self.prompt_ids(prompts)
-        width = max(len(row) for row in rows)
-        ids = torch.full((len(rows), width), self.tokenizer.pad_token_id, dtype=torch.long)
-        mask = torch.zeros((len(rows), width), dtype=torch.long)
-        for i, row in enumerate(rows):
-            if row:
-                ids[i, width - len(row) :] = torch.tensor(row)
-                mask[i, width - len(row) :] = 1
-        device = self.network.device
-        return {"input_ids": ids.to(device), "attention_mask": mask.to(device)}
+        ids, mask = self._padded(self.prompt_ids(prompts), left=True)
+        return {"input_ids": ids, "attention_mask": mask}
 
     def encode_completions(self, texts: list[str]) -> tuple[Tensor, Tensor]:
         """Right-padded ids of `texts` with EOS appended, and their mask, on the network's device."""
@@ -121,14 +113,16 @@ class CausalLM(nn.Module):
     def _ids(self, text: str) -> list[int]:
         return self.tokenizer(text, add_special_tokens=False)["input_ids"]
 
-    def _padded(self, rows: list[list[int]]) -> tuple[Tensor, Tensor]:
-        """Token rows right-padded into ids and mask, on the network's device."""
+    def _padded(self, rows: list[list[int]], left: bool = False) -> tuple[Tensor, Tensor]:
+        """Token rows padded into ids and mask, on the network's device: on the right, or on
+        the left where `left` (prompts, so that every row ends where decoding starts)."""
         width = max(len(row) for row in rows)
         ids = torch.full((len(rows), width), self.tokenizer.pad_token_id, dtype=torch.long)
         mask = torch.zeros((len(rows), width), dtype=torch.long)
         for i, row in enumerate(rows):
-            ids[i, : len(row)] = torch.tensor(row)
-            mask[i, : len(row)] = 1
+            place = slice(width - len(row), width) if left else slice(0, len(row))
+            ids[i, place] = torch.tensor(row, dtype=torch.long)
+            mask[i, place] = 1
         device = self.network.device
         return ids.to(device), mask.to(device)
 
@@ -264,12 +258,13 @@ class CausalLM(nn.Module):
         product of the head in backward costs less than writing and reading them); never
         under `torch.compile` (which compiles the whole forward); once the probe has proven
         it for this network."""
-        if self._compiled_forward is not None or plain_head(self.network) is None:
+        head = plain_head(self.network)
+        if self._compiled_forward is not None or head is None:
             return False
-        if device_of(self.network).type == "cpu":
-            vocabulary = plain_head(self.network).out_features
-            if positions * vocabulary <= CPU_FULL_LOGITS:
-                return False
+        if device_of(self.network).type == "cpu" and positions * head.out_features <= (
+            CPU_FULL_LOGITS
+        ):
+            return False
         return proven(
             "chunked_head", self.network, functools.partial(check_chunked_head, self.network)
         )

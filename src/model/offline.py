@@ -62,12 +62,17 @@ def file_digests(folder: Path) -> dict[str, str]:
     digests = {}
     for path in sorted(folder.iterdir()):
         if path.is_file() and path.name != MANIFEST:
-            digest = hashlib.sha256()
-            with path.open("rb") as file:
-                for block in iter(lambda: file.read(1 << 24), b""):
-                    digest.update(block)
-            digests[path.name] = digest.hexdigest()
+            digests[path.name] = sha256_of(path).hexdigest()
     return digests
+
+
+def sha256_of(path: Path) -> Any:
+    """The sha256 of a file's content, read 16 MiB at a time (a `hashlib` object)."""
+    digest = hashlib.sha256()
+    with path.open("rb") as file:
+        for block in iter(lambda: file.read(1 << 24), b""):
+            digest.update(block)
+    return digest
 
 
 def damage(folder: Path) -> str | None:
@@ -176,11 +181,7 @@ def check_chunk_package(requirement: str) -> None:
 
 def record_digest(path: Path) -> str:
     """The sha256 of a file as a wheel's RECORD writes it: urlsafe base64, no padding."""
-    digest = hashlib.sha256()
-    with path.open("rb") as file:
-        for block in iter(lambda: file.read(1 << 24), b""):
-            digest.update(block)
-    return base64.urlsafe_b64encode(digest.digest()).rstrip(b"=").decode()
+    return base64.urlsafe_b64encode(sha256_of(path).digest()).rstrip(b"=").decode()
 
 
 def dequantize(source: Path, gguf_file: str, folder: Path) -> None:

@@ -496,7 +496,8 @@ def _gemma_parts(base: nn.Module, rows: int, pack: bool) -> _Parts | None:
         )
         for kind in kinds
     ]
-    norms = [inner.norm]
+    if type(inner.norm).__name__ not in GEMMA_NORMS:
+        return None
     layers = []
     for index, layer in enumerate(inner.layers):
         kind = config.layer_types[index]
@@ -505,9 +506,6 @@ def _gemma_parts(base: nn.Module, rows: int, pack: bool) -> _Parts | None:
         if built is None:
             return None
         layers.append(built)
-        norms += [layer.post_attention_layernorm, layer.post_feedforward_layernorm]
-    if any(type(norm).__name__ not in GEMMA_NORMS for norm in norms):
-        return None
     lm_head = _fused([base.lm_head], rows, pack)
     if lm_head is None:
         return None
@@ -522,13 +520,18 @@ def _gemma_layer(
     """A Gemma 3 decoder layer's fused products and norm weights, or None when a part is
     not one we step through."""
     attention = layer.self_attn
-    norms = (layer.input_layernorm, layer.pre_feedforward_layernorm)
-    if not all(type(norm).__name__ in GEMMA_NORMS for norm in (*norms, attention.q_norm)):
-        return None
-    if type(attention.k_norm).__name__ not in GEMMA_NORMS:
+    norms = (
+        layer.input_layernorm,
+        layer.pre_feedforward_layernorm,
+        layer.post_attention_layernorm,
+        layer.post_feedforward_layernorm,
+        attention.q_norm,
+        attention.k_norm,
+    )
+    if not all(type(norm).__name__ in GEMMA_NORMS for norm in norms):
         return None
     root = layer.input_layernorm.weight.numel() ** 0.5
-    norm_in, norm_pre = (_gemma_weight(norm) * root for norm in norms)
+    norm_in, norm_pre = (_gemma_weight(norm) * root for norm in norms[:2])
     products = _products(layer, rows, pack, norm_in, norm_pre)
     if products is None:
         return None
