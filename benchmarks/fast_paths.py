@@ -10,6 +10,7 @@ start-up is printed for the default.
     nice .venv/bin/python benchmarks/fast_paths.py --configs a --steps 10 --rounds 3
     nice .venv/bin/python benchmarks/fast_paths.py --configs b --steps 3 --rounds 1
     nice .venv/bin/python benchmarks/fast_paths.py --configs e --steps 3 --rounds 1   # Gemma 3 270M
+    nice .venv/bin/python benchmarks/fast_paths.py --configs e --paths lean_layers   # one path
 """
 
 from __future__ import annotations
@@ -39,14 +40,29 @@ SETTINGS = {
 }
 
 
-def measure(shape_name: str, beta: float, steps: int, rounds: int, work: Path) -> dict[str, Any]:
-    """Rounds of every setting in turn; per setting its runs' summaries."""
+def chosen_settings(paths: str) -> dict[str, str]:
+    """The default beside the settings leaving out each of `paths` (comma-separated values of
+    $GRPO_FAST_PATHS_OFF), or every setting when `paths` is empty."""
+    if not paths:
+        return dict(SETTINGS)
+    by_value = {off: label for label, off in SETTINGS.items()}
+    unknown = [path for path in paths.split(",") if path not in by_value]
+    if unknown:
+        known = ", ".join(off for off in SETTINGS.values() if off)
+        raise SystemExit(f"--paths: unknown {', '.join(unknown)}; choose from {known}")
+    return {"default": ""} | {by_value[path]: path for path in paths.split(",")}
+
+
+def measure(
+    shape_name: str, beta: float, steps: int, rounds: int, work: Path, settings: dict[str, str]
+) -> dict[str, Any]:
+    """Rounds of every one of `settings` in turn; per setting its runs' summaries."""
     shape = SHAPES[shape_name]
     folder = ensure_model_folder(shape)
     prompts = make_prompts(shape, folder)
-    found: dict[str, list[dict[str, Any]]] = {label: [] for label in SETTINGS}
+    found: dict[str, list[dict[str, Any]]] = {label: [] for label in settings}
     for round_number in range(1, rounds + 1):
-        for label, off in SETTINGS.items():
+        for label, off in settings.items():
             os.environ[OFF] = off
             spec = {
                 "mode": "speed",
@@ -99,10 +115,18 @@ def main() -> None:
     parser.add_argument("--beta", type=float, default=0.04)
     parser.add_argument("--steps", type=int, default=10)
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument(
+        "--paths",
+        default="",
+        help="comma-separated paths to leave out, each in turn beside the default "
+        "(e.g. lean_layers,all); every setting when not given",
+    )
     args = parser.parse_args()
+    settings = chosen_settings(args.paths)
     with tempfile.TemporaryDirectory(prefix="fast_paths_") as scratch:
         for name in args.configs.split(","):
-            found = measure(name, args.beta, args.steps, args.rounds, Path(scratch) / name)
+            work = Path(scratch) / name
+            found = measure(name, args.beta, args.steps, args.rounds, work, settings)
             print("\n" + report(name, args.beta, found) + "\n", flush=True)
 
 

@@ -53,7 +53,9 @@ class Rewriter(Generator):
     followed by the rewriter's queries (query expansion: the rewriter adds words to the question,
     and a completion with no readable query searches with the question alone);
     `question_options`, the question followed by its options' texts and nothing sampled (the
-    second baseline of `python -m src.eval`). Each completion's detail says whether its query
+    second baseline of `python -m src.eval`). `reader` is the frozen generator's own model
+    (another network than the policy's, as the original recipe's generator is); without one
+    the policy's base, adapter off, answers. Each completion's detail says whether its query
     copies the question (`copies_question`) and names an option (`names_option`), so that a
     trained rewriter that only repeats the question shows as one.
     """
@@ -76,6 +78,7 @@ class Rewriter(Generator):
         frozen_batch_size: int = 16,
         plan_prefix: str = "",
         sft_target: str = "",
+        reader: AdaptedNetwork | None = None,
         **generator: Any,
     ) -> None:
         super().__init__(sft_target=sft_target, **generator)  # no answer to teach as a query
@@ -105,6 +108,7 @@ class Rewriter(Generator):
         self.query_source = query_source
         self.frozen_batch_size = frozen_batch_size
         self.plan_prefix = plan_prefix or ""
+        self.reader = reader  # the frozen generator's own model; None: the policy's base
 
     # ----------------------------------------------------------------------------- plans
     def prepare(self, network: AdaptedNetwork, rows: list[dict[str, Any]]) -> dict[str, float]:
@@ -277,6 +281,7 @@ class Rewriter(Generator):
         answers are generated)."""
         if not rows:
             return [], []
+        network = network if self.reader is None else self.reader  # its own model, or the base
         prompts = [
             self._fill(
                 self.answer_template,

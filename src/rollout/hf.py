@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 from torch import Tensor
 
@@ -10,6 +12,7 @@ from src.model.network import DecodedNetwork
 from src.rollout.decode import Sampling, Stop, decode
 from src.rollout.rollout import Rollout, completion_mask
 from src.rollout.sampler import check_sampling
+from src.rollout.stops import first_mark, stop_at_marks
 
 
 class HFSampler:
@@ -20,7 +23,9 @@ class HFSampler:
     (`src.model.fast.captured_steps`); on the CPU, in float32 (`src.model.fast.llama_steps`).
     With `packed_weights` float32 networks on the CPU decode with prepacked weights
     (`src.model.fast.packed`). Each runs only where its probe has proven it on the network
-    (`src.model.fast.decoding`)."""
+    (`src.model.fast.decoding`). A completion also ends at the first of `stop_strings` in its
+    text (a base model writes on past its answer): the token that completes it is the last
+    one kept, as an EOS would be."""
 
     def __init__(
         self,
@@ -32,8 +37,12 @@ class HFSampler:
         min_completion_length: int = 0,
         packed_weights: bool = True,
         fused_steps: bool = True,
+        stop_strings: list[str] | None = None,
     ) -> None:
         check_sampling(max_completion_length, temperature, min_completion_length)
+        if any(not isinstance(mark, str) or not mark for mark in stop_strings or []):
+            raise ValueError(f"rollout.stop_strings must be non-empty texts, got {stop_strings!r}")
+        self.stop_strings = list(stop_strings or [])
         self.max_completion_length = max_completion_length
         self.min_completion_length = min_completion_length
         self.temperature = temperature
@@ -99,6 +108,8 @@ class HFSampler:
         """G completions for each prompt; greedy decoding for evaluation."""
         tokenizer = lm.tokenizer
         encoded = lm.encode_prompts(prompts)
+        rows = encoded["input_ids"].size(0) * group_size
+        stop = stop_at_marks(tokenizer, [self.stop_strings] * rows) if self.stop_strings else None
         completion_ids = self.new_tokens(
             lm,
             encoded["input_ids"],
@@ -106,10 +117,13 @@ class HFSampler:
             group_size,
             self.max_completion_length,
             greedy,
+            stop,
         )
         prompt_ids = encoded["input_ids"].repeat_interleave(group_size, dim=0)
         prompt_mask = encoded["attention_mask"].repeat_interleave(group_size, dim=0)
         mask, clipped = completion_mask(completion_ids, lm.eos_token_ids)
+        if self.stop_strings:
+            mask, clipped = self._cut_at_stops(tokenizer, completion_ids, mask, clipped)
         completion_ids = completion_ids.masked_fill(mask == 0, tokenizer.pad_token_id)
         texts = tokenizer.batch_decode(completion_ids, skip_special_tokens=True)
         return Rollout(
@@ -120,3 +134,19 @@ class HFSampler:
             is_clipped=clipped,
             completions=texts,
         )
+
+    def _cut_at_stops(
+        self, tokenizer: Any, completion_ids: Tensor, mask: Tensor, clipped: Tensor
+    ) -> tuple[Tensor, Tensor]:
+        """The completion mask ended after the token whose text completes a stop string (that
+        row then ended, not clipped), for rows that hold one before their EOS."""
+        mask, clipped = mask.clone(), clipped.clone()
+        for row in range(completion_ids.size(0)):
+            kept = int(mask[row].sum())
+            count, found = first_mark(
+                tokenizer, completion_ids[row, :kept].tolist(), self.stop_strings
+            )
+            if found is not None:
+                mask[row, count:] = 0
+                clipped[row] = False
+        return mask, clipped

@@ -15,7 +15,7 @@ policy writes, over all its turns; the inserted ones come on top.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Protocol, runtime_checkable
+from typing import Protocol, runtime_checkable
 
 import torch
 from torch import Tensor
@@ -23,6 +23,7 @@ from torch import Tensor
 from src.model.network import DecodedNetwork
 from src.rollout.decode import Stop
 from src.rollout.rollout import Rollout, pad_rows, unpadded_prompts
+from src.rollout.stops import first_mark, stop_at_marks
 
 
 class Tool(Protocol):
@@ -81,35 +82,6 @@ class Row:
     query: str | None = None  # the query waiting for the tool
     done: bool = False
     clipped: bool = False  # ended by the token budget, no EOS or answer
-
-
-def first_mark(tokenizer: Any, tokens: list[int], marks: list[str]) -> tuple[int, str | None]:
-    """The fewest leading `tokens` whose text holds one of `marks`, and which mark;
-    (len(tokens), None) where the text holds none."""
-    text = tokenizer.decode(tokens, skip_special_tokens=True)
-    if not any(mark in text for mark in marks):
-        return len(tokens), None
-    for count in range(1, len(tokens) + 1):
-        text = tokenizer.decode(tokens[:count], skip_special_tokens=True)
-        found = [mark for mark in marks if mark in text]
-        if found:
-            return count, min(found, key=text.index)
-    return len(tokens), None  # unreachable: the whole text holds a mark
-
-
-def stop_at_marks(tokenizer: Any, marks: list[list[str]]) -> Stop:
-    """A `Stop` that ends row i once the text of its drawn tokens holds one of `marks[i]` (the
-    text `first_mark` cuts it at), so a turn's decoding ends when every row has paused or
-    answered, not at the longest row's budget."""
-
-    def stopped(drawn: Tensor, going: Tensor) -> Tensor:
-        ends = torch.zeros(drawn.size(0), dtype=torch.bool)
-        for i in going.nonzero().flatten().tolist():
-            text = tokenizer.decode(drawn[i].tolist(), skip_special_tokens=True)
-            ends[i] = any(mark in text for mark in marks[i])
-        return ends.to(drawn.device)
-
-    return stopped
 
 
 def query_of(turn_text: str, tags: Tags) -> str:

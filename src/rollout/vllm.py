@@ -251,8 +251,14 @@ class VLLMSampler:
         seed: int = 0,
         enforce_eager: bool = False,
         sleep_between_rollouts: bool = False,
+        stop_strings: list[str] | None = None,
     ) -> None:
         check_sampling(max_completion_length, temperature, min_completion_length)
+        if stop_strings:
+            raise ConfigError(
+                "rollout.stop_strings is served by rollout=hf only (the engine returns token "
+                "ids without their text); use rollout=hf or set rollout.stop_strings=null"
+            )
         if not 0 < gpu_memory_utilization <= 1:
             raise ConfigError(
                 f"rollout.gpu_memory_utilization must be in (0, 1], got {gpu_memory_utilization}"

@@ -252,6 +252,7 @@ SETTINGS: dict[str, Setting | AnyOf] = {
     "policy.query_source": choice(*QUERY_SOURCES),
     "policy.answer_mode": choice(*ANSWER_MODES),
     "policy.frozen_batch_size": whole(1),
+    "policy.reader": Setting("config", nullable=True),
     # retrieval
     "retrieval.k": whole(1),
     "retrieval.backend": choice(*BACKENDS),

@@ -1,5 +1,6 @@
 """Completion masks, clipping and grouping of the transformers sampler."""
 
+import pytest
 import torch
 
 from src.rollout.hf import HFSampler
@@ -46,3 +47,35 @@ def test_greedy_sampling_is_deterministic(tiny_lm):
     first = sampler.sample(tiny_lm, ["What is 3 + 4?\nAnswer:"], group_size=2, greedy=True)
     second = sampler.sample(tiny_lm, ["What is 3 + 4?\nAnswer:"], group_size=2, greedy=True)
     assert first.completions[0] == first.completions[1] == second.completions[0]
+
+
+def test_stop_strings_end_each_completion_after_the_token_that_completes_them(tiny_lm):
+    """The same draws as without stops, each row cut after the first token whose text holds
+    a stop string; that row ended (not clipped), the cut tokens padded and out of the mask."""
+    prompts = ["What is 1 + 2?\nAnswer:", "Hi"]
+    torch.manual_seed(0)
+    plain = HFSampler(max_completion_length=12).sample(tiny_lm, prompts, group_size=4)
+    stops = sorted({text[len(text) // 2] for text in plain.completions if len(text) > 2})[:2]
+    assert stops and all(len(stop) == 1 for stop in stops)  # a byte-level model: one per token
+    torch.manual_seed(0)
+    cut = HFSampler(max_completion_length=12, stop_strings=stops).sample(
+        tiny_lm, prompts, group_size=4
+    )
+    pad = tiny_lm.tokenizer.pad_token_id
+    stopped = 0
+    for row, text in enumerate(plain.completions):
+        ends = [text.index(stop) + 1 for stop in stops if stop in text]
+        if not ends:
+            assert cut.completions[row] == text
+            continue
+        stopped += 1
+        assert cut.completions[row] == text[: min(ends)]
+        assert not cut.is_clipped[row]
+        length = int(cut.lengths[row])
+        assert cut.completion_ids[row, length:].eq(pad).all()
+    assert stopped >= 2
+
+
+def test_stop_strings_must_be_texts():
+    with pytest.raises(ValueError, match="rollout.stop_strings must be non-empty texts"):
+        HFSampler(max_completion_length=4, stop_strings=[""])

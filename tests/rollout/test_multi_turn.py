@@ -6,7 +6,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from src.rollout.multi_turn import MultiTurnSampler, Tags, first_mark, query_of
+from src.rollout.multi_turn import MultiTurnSampler, Tags, query_of
+from src.rollout.stops import first_mark
 from tests.helpers.scripted_turns import ScriptedTurns
 
 INFO = Tags().information

@@ -39,7 +39,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from src.model.fast import onednn
-from src.model.fast.lean_layers import LEAN_NORMS, SILU_CLASSES
+from src.model.fast.lean_layers import GEMMA_NORMS, LEAN_NORMS, SILU_CLASSES
 from src.model.fast.packed import can_pack, merged_weight, packed_product, smallest_packed
 from src.model.positions import position_ids
 
@@ -48,8 +48,6 @@ from src.model.positions import position_ids
 STEPPED_CLASSES = frozenset({"LlamaForCausalLM", "Qwen2ForCausalLM"})
 # causal LM classes of the Gemma 3 family, read by `_gemma_parts`
 GEMMA_CLASSES = frozenset({"Gemma3ForCausalLM"})
-# classes whose forward is (1 + weight) * (x * rsqrt(mean(x^2) + eps)), in float32
-GEMMA_NORMS = frozenset({"Gemma3RMSNorm"})
 # Gemma 3's rotary module: one inverse-frequency table per layer type
 GEMMA_ROTARIES = frozenset({"Gemma3RotaryEmbedding"})
 # `hidden_activation` names of GELU with the tanh approximation

@@ -7,28 +7,52 @@ from hydra.utils import instantiate
 
 from src.model.causal_lm import load_causal_lm
 from src.model.fast.lean_layers import (
+    GatedDown,
+    GatedUp,
+    GemmaNormFunction,
     RMSNormFunction,
-    SiluGate,
-    SiluGateDown,
     lean_layers,
 )
 from tests.helpers.models import random_rollout
+from tests.helpers.small_gemma import build_small_gemma_folder
 
 
 def double(*shape, grad=True):
     return torch.randn(*shape, dtype=torch.float64, requires_grad=grad)
 
 
+@pytest.mark.parametrize("activation", ["silu", "gelu_tanh"])
 @pytest.mark.parametrize("weight_grad", [True, False], ids=["trained", "frozen"])
-def test_functions_pass_gradcheck(weight_grad):
+def test_functions_pass_gradcheck(weight_grad, activation):
     torch.manual_seed(0)
     gate, up = double(2, 3, 5), double(2, 3, 5)
     weight, bias = double(4, 5, grad=weight_grad), double(4, grad=weight_grad)
-    assert torch.autograd.gradcheck(SiluGate.apply, (gate, up))
-    assert torch.autograd.gradcheck(SiluGateDown.apply, (gate, up, weight, bias, False))
-    assert torch.autograd.gradcheck(SiluGateDown.apply, (gate, up, weight, None, False))
+    assert torch.autograd.gradcheck(lambda g, u: GatedUp.apply(g, u, activation), (gate, up))
+    for b in (bias, None):
+        assert torch.autograd.gradcheck(
+            lambda g, u, w, b: GatedDown.apply(g, u, w, b, False, activation),
+            (gate, up, weight, b),
+        )
     x, norm = double(2, 3, 5), double(5, grad=weight_grad)
     assert torch.autograd.gradcheck(lambda a, w: RMSNormFunction.apply(a, w, 1e-6), (x, norm))
+    assert torch.autograd.gradcheck(lambda a, w: GemmaNormFunction.apply(a, w, 1e-6), (x, norm))
+
+
+def test_the_activations_are_the_modules_own():
+    """Gemma's gate is GELU with the tanh approximation, not the exact GELU: the lean forward
+    of a Gemma MLP gives its module's values bit for bit."""
+    from transformers import Gemma3TextConfig
+    from transformers.models.gemma3.modeling_gemma3 import Gemma3MLP, Gemma3RMSNorm
+
+    from src.model.fast.lean_layers import _lean_forward
+
+    torch.manual_seed(0)
+    config = Gemma3TextConfig(hidden_size=8, intermediate_size=12)
+    mlp, norm = Gemma3MLP(config), Gemma3RMSNorm(8)
+    norm.weight.data.uniform_(-0.5, 0.5)
+    x = torch.randn(2, 3, 8)
+    for module in (mlp, norm):
+        assert torch.equal(_lean_forward(module)(module, x), module(x))
 
 
 def rollout(lm):
@@ -90,6 +114,44 @@ def test_lora_networks_give_the_same_log_probs_and_gradients(tiny_lm):
     assert plain_grads.keys() == lean_grads.keys() and len(plain_grads) == 4 * 4 * 2
     for name, grad in plain_grads.items():
         assert (lean_grads[name] - grad).abs().max() <= 1e-5 * grad.abs().max(), name
+
+
+@pytest.fixture(scope="module")
+def gemma_lm(tmp_path_factory):
+    """A small random Gemma 3 (tanh-GELU MLPs, (1 + w) norms, query and key norms) behind
+    LoRA on every linear layer, with moved adapters."""
+    folder = build_small_gemma_folder(tmp_path_factory.mktemp("models") / "small_gemma3")
+    lm = load_causal_lm(str(folder), lora={"r": 4, "lora_alpha": 8, "target_modules": "all-linear"})
+    torch.manual_seed(1)
+    for name, parameter in lm.network.named_parameters():
+        if "lora_B" in name:
+            parameter.data.normal_(std=0.02)
+    return lm
+
+
+@pytest.mark.parametrize("trained", ["adapters", "all"])
+def test_gemma_gives_the_same_log_probs_and_gradients_keeping_less(gemma_lm, trained):
+    """Gemma 3's MLPs (tanh GELU) and all six norms of a layer (input, post-attention,
+    pre- and post-MLP, query and key) are switched; values equal, gradients of the adapters
+    and, with everything trained, of the norms' weights agree."""
+    if trained == "all":
+        for parameter in gemma_lm.network.parameters():
+            parameter.requires_grad_(True)
+    try:
+        with lean_layers(gemma_lm.network) as switched:
+            assert switched == 3 * (1 + 6) + 1  # 3 layers: an MLP and six norms; the final norm
+        sequences = rollout(gemma_lm)
+        plain, plain_grads, plain_bytes = log_probs_and_grads(gemma_lm, sequences, lean=False)
+        lean, lean_grads, lean_bytes = log_probs_and_grads(gemma_lm, sequences, lean=True)
+    finally:
+        for name, parameter in gemma_lm.network.named_parameters():
+            parameter.requires_grad_("lora_" in name)
+    assert torch.equal(plain, lean)
+    assert plain_grads.keys() == lean_grads.keys()
+    assert any("norm" in name for name in plain_grads) == (trained == "all")
+    for name, grad in plain_grads.items():
+        assert (lean_grads[name] - grad).abs().max() <= 1e-5 * grad.abs().max(), name
+    assert lean_bytes < 0.95 * plain_bytes
 
 
 def test_reference_scores_without_gradients_are_the_modules_own(tiny_lm):
