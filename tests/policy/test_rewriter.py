@@ -18,7 +18,13 @@ from src.data.mcq import mcq_row
 from src.grpo.module import GRPOModule
 from src.grpo.settings import AlgoSettings
 from src.model.causal_lm import load_causal_lm
-from src.policy.rewriter import Rewriter, copies_question, first_letter, names_option
+from src.policy.rewriter import (
+    Rewriter,
+    copies_question,
+    first_letter,
+    names_option,
+    option_probability,
+)
 from src.retrieval.corpus import Document
 from src.retrieval.hit import Hit
 from src.reward.combine import CombinedReward
@@ -456,3 +462,44 @@ def test_plans_made_for_prompts_with_a_bos_have_a_cache_of_their_own(
     monkeypatch.setattr("src.policy.rewriter.added_bos", lambda tokenizer: 1)
     assert make_rewriter(tmp_path).prepare(lora_lm, rows())["planner/generated"] == 2
     assert len(list((tmp_path / "plans").glob("*.jsonl"))) == 2
+
+
+class PicksOption:
+    """A reader of its own that prefers option `index` whatever it reads, and counts its calls."""
+
+    def __init__(self, index: int) -> None:
+        self.index, self.calls = index, 0
+
+    def continuation_scores(self, contexts, continuations):
+        self.calls += 1
+        return [[float(i == self.index) for i in range(len(o))] for o in continuations]
+
+    @contextlib.contextmanager
+    def adapter_disabled(self):
+        yield
+
+
+def test_a_reader_of_its_own_answers_instead_of_the_policys_base(tmp_path, lora_lm, monkeypatch):
+    reader = PicksOption(2)
+    role = make_rewriter(tmp_path, AlwaysFirst(), query_source="question", reader=reader)
+    batch = rows()
+    role.prepare(lora_lm, batch)
+
+    def never(*args, **kwargs):
+        raise AssertionError("the policy's base answered")
+
+    monkeypatch.setattr(lora_lm, "continuation_scores", never)
+    outcomes = role.outcomes(["", ""], batch, lora_lm)
+    assert reader.calls == 1 and outcomes.texts == ["C", "C"]
+    assert [d["gold_probability"] for d in outcomes.details] == pytest.approx(
+        [option_probability([0, 0, 1, 0], 1), option_probability([0, 0, 1, 0], 0)]
+    )
+
+
+def test_the_task_reads_with_another_model_from_the_command_line(make_cfg):
+    """`+model@policy.reader=NAME` puts a model config under policy.reader; the schema takes it."""
+    from src.runs.schema import check_schema
+
+    cfg = make_cfg("task=medqa_rewriter", "model=tiny", "+model@policy.reader=tiny")
+    assert cfg.policy.reader._target_ == "src.model.causal_lm.load_causal_lm"
+    check_schema(cfg)
