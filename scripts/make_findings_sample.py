@@ -445,26 +445,39 @@ def listed(items: list[str]) -> str:
     return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
 
 
-def vignette(kind: str, findings: list[str], rng: random.Random) -> str:
-    """A question describing `findings` in the vignettes' words, at most one in the textbook's."""
+def vignette(
+    kind: str,
+    findings: list[str],
+    rng: random.Random,
+    kinds: dict[str, tuple[str, str]] = KINDS,
+    wordings: dict[str, list[str]] = FINDINGS,
+) -> str:
+    """A question describing `findings` in the vignettes' words (`wordings`), at most one in the
+    textbook's, ending with its kind's stem."""
     child = rng.random() < CHILDREN.get(kind, 0.0)
     age = rng.randint(1, 12) if child else rng.randint(18, 75)
     person = rng.choice(PEOPLE[2:] if child else PEOPLE[:2])
     chosen = rng.sample(findings, k=min(len(findings), rng.choice([3, 4])))
     leak = rng.randrange(len(chosen)) if rng.random() < LEAK else -1
     forms = [
-        finding if i == leak else rng.choice(FINDINGS[finding]) for i, finding in enumerate(chosen)
+        finding if i == leak else rng.choice(wordings[finding]) for i, finding in enumerate(chosen)
     ]
     opening = rng.choice(OPENINGS).format(age=age, person=person, first=listed(forms[:2]))
     more = rng.choice([*MORE, MORE_CHILD] if child else MORE)
     rest = more.format(rest=listed(forms[2:])) if forms[2:] else ""
-    return " ".join(part for part in (opening, rest, KINDS[kind][0]) if part)
+    return " ".join(part for part in (opening, rest, kinds[kind][0]) if part)
 
 
-def questions(rng: random.Random) -> list[dict]:
-    """VIGNETTES questions per answer, each with three other answers of its kind as options."""
+def questions(
+    rng: random.Random,
+    table: dict[str, dict[str, list[str]]] = ANSWERS,
+    kinds: dict[str, tuple[str, str]] = KINDS,
+    wordings: dict[str, list[str]] = FINDINGS,
+) -> list[dict]:
+    """VIGNETTES questions per answer of `table`, each with three other answers of its kind
+    as options."""
     rows = []
-    for kind, answers in ANSWERS.items():
+    for kind, answers in table.items():
         for answer, findings in answers.items():
             others = [other for other in answers if other != answer]
             for _ in range(VIGNETTES):
@@ -473,7 +486,7 @@ def questions(rng: random.Random) -> list[dict]:
                 by_letter = dict(zip("ABCD", options, strict=True))
                 rows.append(
                     {
-                        "question": vignette(kind, findings, rng),
+                        "question": vignette(kind, findings, rng, kinds, wordings),
                         "answer": answer,
                         "options": by_letter,
                         "meta_info": f"synthetic-findings-{kind}",
@@ -484,14 +497,18 @@ def questions(rng: random.Random) -> list[dict]:
     return rows
 
 
-def corpus() -> list[dict]:
+def corpus(
+    table: dict[str, dict[str, list[str]]] = ANSWERS,
+    kinds: dict[str, tuple[str, str]] = KINDS,
+    wordings: dict[str, list[str]] = FINDINGS,
+) -> list[dict]:
     """One passage per answer in the textbook's words, two notes per finding in the vignettes'."""
     passages = []
-    for kind, answers in ANSWERS.items():
+    for kind, answers in table.items():
         for n, (answer, findings) in enumerate(answers.items()):
-            text = KINDS[kind][1].format(answer=answer, findings=listed(findings))
+            text = kinds[kind][1].format(answer=answer, findings=listed(findings))
             passages.append({"id": f"answer-{kind}-{n}", "title": answer, "content": text})
-    for n, forms in enumerate(FINDINGS.values()):
+    for n, forms in enumerate(wordings.values()):
         for m, (note, form) in enumerate(zip(NOTES, forms, strict=False)):
             passages.append(
                 {
@@ -503,14 +520,14 @@ def corpus() -> list[dict]:
     return passages
 
 
-def recall(rows: list[dict], k: int) -> dict[str, float]:
+def recall(rows: list[dict], k: int, corpus_path: Path = CORPUS) -> dict[str, float]:
     """The share of rows whose gold passage (one holding the answer) the recipe's retriever
-    (BM25 over CORPUS) puts in the top k for the question, the question with its options, and
-    the answer alone."""
+    (BM25 over `corpus_path`) puts in the top k for the question, the question with its
+    options, and the answer alone."""
     from src.retrieval.retriever import IndexedRetriever
 
     with tempfile.TemporaryDirectory() as cache:
-        retriever = IndexedRetriever(corpus=str(CORPUS), k=k, cache_dir=cache)
+        retriever = IndexedRetriever(corpus=str(corpus_path), k=k, cache_dir=cache)
         queries = {
             "question": [row["question"] for row in rows],
             "question with its options": [
