@@ -18,21 +18,31 @@ recall shares as the sample's script does.
 
 from __future__ import annotations
 
-import argparse
-import json
-import random
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # the sample's script, beside this one
-from make_findings_sample import ROOT, corpus, questions, recall  # noqa: E402
+from make_findings_sample import FINDINGS as SAMPLE_FINDINGS  # noqa: E402
+from make_findings_sample import ROOT, write  # noqa: E402
 
 SAMPLE = ROOT / "src" / "data" / "samples" / "medqa_findings_check.jsonl"
 CORPUS = ROOT / "src" / "retrieval" / "samples" / "findings_check_textbook.jsonl"
 SEED = 11
 
+# findings this set shares with the sample, worded as there
+SHARED = (
+    "jaundice",
+    "lactic acidosis",
+    "seizures",
+    "hyperacusis",
+    "ptosis",
+    "dysphagia",
+    "weight loss",
+    "cherry-red spot",
+)
 # finding, in the textbook's word -> how vignettes describe it (never with that word)
 FINDINGS: dict[str, list[str]] = {
+    **{name: SAMPLE_FINDINGS[name] for name in SHARED},
     "headache": ["a pounding pain in the head", "a throbbing head since the morning"],
     "confusion": ["not knowing where he or she is", "muddled answers to simple questions"],
     "cherry-red skin": ["bright pink flushed cheeks and lips", "an unusually rosy complexion"],
@@ -50,16 +60,10 @@ FINDINGS: dict[str, list[str]] = {
     "metabolic acidosis": ["a bicarbonate of 9 mEq/L", "deep sighing breaths with acid blood"],
     "optic disc hyperemia": ["swollen red optic discs", "reddened nerve heads on funduscopy"],
     "hepatic necrosis": ["transaminases above 5000 U/L", "a dying liver on biopsy"],
-    "jaundice": ["yellow skin and eyes", "yellowish sclerae"],
     "garlic breath": ["breath that smells of garlic", "a garlicky odor on the breath"],
     "rice-water diarrhea": ["profuse watery stools like cloudy water", "pale watery stools"],
     "mees lines": ["white bands across the fingernails", "pale transverse lines on the nails"],
     "almond breath": ["a bitter smell like nuts on the breath", "a nutty odor to the breath"],
-    "lactic acidosis": [
-        "an elevated serum lactate with a low bicarbonate",
-        "acid blood with high lactate",
-    ],
-    "seizures": ["episodes of generalized shaking", "convulsions"],
     "tremor": ["shaking hands", "a fine shake of the fingers"],
     "gingivitis": ["swollen red gums", "gums that bleed on brushing"],
     "erethism": ["shyness and irritability that began this year", "marked timidity and outbursts"],
@@ -91,9 +95,7 @@ FINDINGS: dict[str, list[str]] = {
         "a shoulder blade that sticks out from the back",
     ],
     "facial droop": ["a drooping corner of the mouth", "a face that sags on one side"],
-    "hyperacusis": ["an exaggerated startle to noise", "distress at ordinary sounds"],
     "ageusia": ["food that has no taste", "lost sense of taste on the tongue"],
-    "ptosis": ["drooping eyelids", "eyelids that sag by evening"],
     "exotropia": ["an eye that looks down and out", "one eye turned outward"],
     "hemiparesis": ["weakness of one arm and leg", "a weak side of the body"],
     "aphasia": ["trouble finding and saying words", "speech that makes no sense"],
@@ -105,7 +107,6 @@ FINDINGS: dict[str, list[str]] = {
         "bumping into things on one side",
     ],
     "alexia": ["inability to read though writing is intact", "no longer able to read"],
-    "dysphagia": ["difficulty swallowing", "food sticking in the chest"],
     "hoarseness": ["a rough voice", "a husky croaking voice"],
     "vertigo": ["a spinning sensation", "the room whirling around"],
     "horner syndrome": [
@@ -116,12 +117,7 @@ FINDINGS: dict[str, list[str]] = {
     "analgesia": ["no pain felt from a pinprick on the legs", "cuts on the legs that do not hurt"],
     "postprandial pain": ["belly pain half an hour after meals", "pain after every meal"],
     "sitophobia": ["fear of eating", "skipping meals to avoid the pain"],
-    "weight loss": ["losing 8 kg without trying", "clothes that have become loose"],
     "amaurosis": ["sudden painless blindness in one eye", "one eye went dark without pain"],
-    "cherry-red spot": [
-        "a red spot at the center of each macula",
-        "a bright red fovea on funduscopy",
-    ],
     "retinal pallor": ["a milky white retina", "a whitened back of the eye"],
     "angina": ["crushing pressure behind the breastbone", "a heavy squeezing feeling in the chest"],
     "diaphoresis": ["drenching sweat", "cold clammy sweating"],
@@ -190,21 +186,7 @@ ANSWERS: dict[str, dict[str, list[str]]] = {
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--k", type=int, default=3, help="retrieval depth for the recall report")
-    args = parser.parse_args()
-    for kind, answers in ANSWERS.items():
-        for answer, findings in answers.items():
-            missing = [finding for finding in findings if finding not in FINDINGS]
-            assert not missing, f"{kind}/{answer}: no wording for {missing}"
-    rows = questions(random.Random(SEED), ANSWERS, KINDS, FINDINGS)
-    passages = corpus(ANSWERS, KINDS, FINDINGS)
-    SAMPLE.write_text("".join(json.dumps(row) + "\n" for row in rows))
-    CORPUS.write_text("".join(json.dumps(passage) + "\n" for passage in passages))
-    print(f"{SAMPLE.relative_to(ROOT)}: {len(rows)} questions")
-    print(f"{CORPUS.relative_to(ROOT)}: {len(passages)} passages")
-    for name, share in recall(rows, args.k, CORPUS).items():
-        print(f"gold passage in BM25's top {args.k} with the {name} as the query: {share:.3f}")
+    write(ANSWERS, KINDS, FINDINGS, SEED, (SAMPLE, CORPUS))
 
 
 if __name__ == "__main__":

@@ -546,22 +546,35 @@ def recall(rows: list[dict], k: int, corpus_path: Path = CORPUS) -> dict[str, fl
     return shares
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def write(
+    table: dict[str, dict[str, list[str]]],
+    kinds: dict[str, tuple[str, str]],
+    wordings: dict[str, list[str]],
+    seed: int,
+    paths: tuple[Path, Path],
+) -> None:
+    """Write the questions and the corpus of `table` to `paths` (questions, corpus) and print
+    the recall shares of BM25's top `--k`."""
+    parser = argparse.ArgumentParser(description=(sys.modules["__main__"].__doc__ or "").strip())
     parser.add_argument("--k", type=int, default=3, help="retrieval depth for the recall report")
     args = parser.parse_args()
-    for kind, answers in ANSWERS.items():
+    for kind, answers in table.items():
         for answer, findings in answers.items():
-            missing = [finding for finding in findings if finding not in FINDINGS]
+            missing = [finding for finding in findings if finding not in wordings]
             assert not missing, f"{kind}/{answer}: no wording for {missing}"
-    rows = questions(random.Random(SEED))
-    passages = corpus()
-    SAMPLE.write_text("".join(json.dumps(row) + "\n" for row in rows))
-    CORPUS.write_text("".join(json.dumps(passage) + "\n" for passage in passages))
-    print(f"{SAMPLE.relative_to(ROOT)}: {len(rows)} questions")
-    print(f"{CORPUS.relative_to(ROOT)}: {len(passages)} passages")
-    for name, share in recall(rows, args.k).items():
+    rows = questions(random.Random(seed), table, kinds, wordings)
+    passages = corpus(table, kinds, wordings)
+    sample, textbook = paths
+    sample.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    textbook.write_text("".join(json.dumps(passage) + "\n" for passage in passages))
+    print(f"{sample.relative_to(ROOT)}: {len(rows)} questions")
+    print(f"{textbook.relative_to(ROOT)}: {len(passages)} passages")
+    for name, share in recall(rows, args.k, textbook).items():
         print(f"gold passage in BM25's top {args.k} with the {name} as the query: {share:.3f}")
+
+
+def main() -> None:
+    write(ANSWERS, KINDS, FINDINGS, SEED, (SAMPLE, CORPUS))
 
 
 if __name__ == "__main__":

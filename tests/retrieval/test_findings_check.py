@@ -18,9 +18,11 @@ def rows(path):
 
 
 def test_the_shipped_files_are_what_the_script_writes():
-    written = check.questions(random.Random(check.SEED), check.ANSWERS, check.KINDS, check.FINDINGS)
+    written = sample.questions(
+        random.Random(check.SEED), check.ANSWERS, check.KINDS, check.FINDINGS
+    )
     assert rows(check.SAMPLE) == written
-    assert rows(check.CORPUS) == check.corpus(check.ANSWERS, check.KINDS, check.FINDINGS)
+    assert rows(check.CORPUS) == sample.corpus(check.ANSWERS, check.KINDS, check.FINDINGS)
 
 
 def test_its_kinds_answers_and_questions_are_none_of_the_samples():
@@ -47,7 +49,7 @@ def test_no_config_trains_on_it():
 
 
 def test_the_question_alone_finds_its_passage_less_often_than_with_the_options():
-    shares = check.recall(rows(check.SAMPLE), 3, check.CORPUS)
+    shares = sample.recall(rows(check.SAMPLE), 3, check.CORPUS)
     assert shares["question"] <= 0.5
     assert shares["question"] + 0.2 < shares["question with its options"]
     assert shares["question with its options"] + 0.2 < shares["answer"]
