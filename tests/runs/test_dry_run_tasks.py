@@ -119,3 +119,27 @@ def test_every_language_model_task_dry_runs_on_gemma_3(
         v.path.startswith("fused_steps") and v.proven and v.network.startswith("Gemma3")
         for v in verdicts()
     )
+
+
+def test_the_base_model_rewriter_dry_runs_on_gemma_3(make_cfg, models_dir, tmp_path, capsys):
+    """`experiment=rewriter_gemma_base`: a plain few-shot prompt (no chat template, no
+    planner), one BOS first, and each query ends at its line's end (`rollout.stop_strings`)."""
+    folder = build_small_gemma_folder(models_dir / "small_gemma3")
+    overrides, _, _ = SETTINGS["medqa_rewriter"]
+    cfg = make_cfg(
+        "task=medqa_rewriter",
+        "experiment=rewriter_gemma_base",
+        f"model.name_or_path={folder}",
+        *overrides,
+        "algo.max_completion_length=12",
+        "dry_run=true",
+        f"save_model={tmp_path / 'model'}",
+        tiny=False,
+    )
+    assert cfg.rollout.stop_strings == ["\n"] and not cfg.policy.use_chat_template
+    train(cfg)
+    report = capsys.readouterr().out
+    assert "Textbook terms:" in report
+    assert report.split("plan:")[1].startswith("\n\n")  # the planner was not asked
+    for block in report.split("completion ")[1:]:  # each completion is one line of text
+        assert block.split("\n")[2].startswith("    queries:"), block
