@@ -11,6 +11,7 @@ from typing import Any
 
 from rich.progress import Progress
 
+from src.data.mcq import LETTERS
 from src.evaluation.greedy import GreedyScorer
 from src.model.network import PolicyNetwork
 
@@ -18,7 +19,6 @@ Extractor = Callable[[str], str | None]
 # details a role reports that say whether what the answerer read holds the gold answer: the
 # rewriter's documents, the searcher's inserted passages
 GOLD_READ_DETAILS = ("gold_retrieved", "gold_in_information")
-LETTERS = "ABCD"
 
 
 def score_head(
@@ -86,7 +86,7 @@ def answer_positions(records: list[dict[str, Any]]) -> dict[str, float]:
     one position whatever the question shows as a share near 1 (0.25 is spread evenly over
     four options). Empty where the outcomes are not option letters."""
     letters = [str(record.get("outcome") or "") for record in records]
-    if not records or not any(letter in set(LETTERS) for letter in letters):
-        return {}
     counts = [letters.count(letter) for letter in LETTERS]
+    if not any(counts):
+        return {}
     return {"largest_position_share": max(counts) / len(records)}

@@ -16,6 +16,7 @@ import string
 import time
 from typing import Any
 
+from src.data.mcq import LETTERS
 from src.model.network import AdaptedNetwork
 from src.model.prompt_start import added_bos
 from src.policy.frozen import frozen_generate, frozen_option_scores
@@ -31,7 +32,6 @@ from src.utils.progress import progress_steps
 from src.utils.timing import phase
 
 log = logging.getLogger(__name__)
-LETTERS = "ABCD"
 QUERY_SOURCES = ("rewriter", "question", "question_options", "expanded")
 NO_SFT_TARGET = (  # a warm start asked for with nothing to teach
     "policy=rewriter has no gold queries to teach: set policy.sft_target (for example "
