@@ -220,7 +220,7 @@ def gemma_norm_forward(module: nn.Module, x: Tensor) -> Tensor:
     return GemmaNormFunction.apply(x, module.weight, module.eps)
 
 
-def _activation(module: nn.Module) -> str | None:
+def gate_activation(module: nn.Module) -> str | None:
     """The `ACTIVATIONS` name of an MLP's gate activation, or None when it is none of them."""
     name = type(getattr(module, "act_fn", None)).__name__
     if name in SILU_CLASSES:
@@ -233,7 +233,7 @@ def _activation(module: nn.Module) -> str | None:
 def _lean_forward(module: nn.Module) -> Any:
     """The lean forward for `module`, or None when its class is not known to match."""
     name = type(module).__name__
-    if name in LEAN_MLPS and (activation := _activation(module)) is not None:
+    if name in LEAN_MLPS and (activation := gate_activation(module)) is not None:
         return partial(lean_mlp_forward, activation=activation)
     if name in LEAN_NORMS and hasattr(module, "variance_epsilon"):
         return lean_norm_forward

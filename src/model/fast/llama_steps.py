@@ -39,7 +39,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from src.model.fast import onednn
-from src.model.fast.lean_layers import GEMMA_NORMS, LEAN_NORMS, SILU_CLASSES
+from src.model.fast.lean_layers import GEMMA_NORMS, LEAN_NORMS, gate_activation
 from src.model.fast.packed import can_pack, merged_weight, packed_product, smallest_packed
 from src.model.positions import position_ids
 
@@ -440,7 +440,7 @@ def _layer(layer: nn.Module, rows: int, pack: bool) -> _Layer | None:
         for norm in (layer.input_layernorm, layer.post_attention_layernorm)
     ):
         return None
-    if type(getattr(layer.mlp, "act_fn", None)).__name__ not in SILU_CLASSES:
+    if gate_activation(layer.mlp) != "silu":
         return None
     # each RMSNorm's weight, with the sqrt(width) that `LlamaSteps._normalized` leaves out,
     # scales the input columns of the products that read it
