@@ -79,6 +79,7 @@ class Rewriter(Generator):
         plan_prefix: str = "",
         sft_target: str = "",
         reader: AdaptedNetwork | None = None,
+        rank_depth: int = 20,
         **generator: Any,
     ) -> None:
         super().__init__(sft_target=sft_target, **generator)  # no answer to teach as a query
@@ -90,7 +91,12 @@ class Rewriter(Generator):
             raise ConfigError(
                 f"policy.query_source must be one of {QUERY_SOURCES}, got {query_source!r}"
             )
-        for key, value in (("num_queries", num_queries), ("query_k", query_k), ("k", k)):
+        for key, value in (
+            ("num_queries", num_queries),
+            ("query_k", query_k),
+            ("k", k),
+            ("rank_depth", rank_depth),
+        ):
             if value < 1:
                 raise ConfigError(f"policy.{key} must be >= 1, got {value}")
         self.retriever = retriever
@@ -109,6 +115,7 @@ class Rewriter(Generator):
         self.frozen_batch_size = frozen_batch_size
         self.plan_prefix = plan_prefix or ""
         self.reader = reader  # the frozen generator's own model; None: the policy's base
+        self.rank_depth = rank_depth  # hits per search read to place the gold answer
 
     # ----------------------------------------------------------------------------- plans
     def prepare(self, network: AdaptedNetwork, rows: list[dict[str, Any]]) -> dict[str, float]:
@@ -209,7 +216,7 @@ class Rewriter(Generator):
             self.queries(completion, row) for completion, row in zip(completions, rows, strict=True)
         ]
         with phase("retrieval"):
-            documents = self.retrieve(
+            documents, ranked = self.retrieve(
                 [self.searches(asked, row) for asked, row in zip(queries, rows, strict=True)]
             )
         answerable = [i for i, found in enumerate(documents) if found]
@@ -222,8 +229,8 @@ class Rewriter(Generator):
         for i, letter, chance in zip(answerable, answers, probabilities, strict=True):
             letters[i], chances[i] = letter, chance
         details = []
-        for row, asked, found, letter, chance in zip(
-            rows, queries, documents, letters, chances, strict=True
+        for row, asked, found, deep, letter, chance in zip(
+            rows, queries, documents, ranked, letters, chances, strict=True
         ):
             gold_text = str(row.get("answer_text") or "").lower()
             detail = {
@@ -235,6 +242,7 @@ class Rewriter(Generator):
                 "no_queries": not asked,
                 "gold_retrieved": bool(gold_text)
                 and any(gold_text in hit.document.content.lower() for hit in found),
+                "gold_reciprocal_rank": gold_reciprocal_rank(deep, gold_text),
                 "copies_question": bool(asked)
                 and all(copies_question(query, str(row["question"])) for query in asked),
                 "names_option": any(names_option(query, row) for query in asked),
@@ -261,16 +269,21 @@ class Rewriter(Generator):
             return queries
         return [" ".join([str(row["question"]), *queries])]
 
-    def retrieve(self, queries: list[list[str]]) -> list[list[Hit]]:
+    def retrieve(self, queries: list[list[str]]) -> tuple[list[list[Hit]], list[list[list[Hit]]]]:
         """Every completion's documents: one batched search over all queries, then each
-        completion's queries' top `query_k` merged to `k`."""
+        completion's queries' top `query_k` merged to `k`. Also each completion's searches'
+        deeper lists, their top `rank_depth` (or `query_k`, if more), where the gold answer's
+        rank is read."""
         flat = [query for asked in queries for query in asked]
-        found = self.retriever.search(flat, self.query_k) if flat else []
-        documents, at = [], 0
+        depth = max(self.query_k, self.rank_depth)
+        found = self.retriever.search(flat, depth) if flat else []
+        documents, ranked, at = [], [], 0
         for asked in queries:
-            documents.append(merge_hits(found[at : at + len(asked)], self.k))
+            lists = found[at : at + len(asked)]
+            documents.append(merge_hits([hits[: self.query_k] for hits in lists], self.k))
+            ranked.append(lists)
             at += len(asked)
-        return documents
+        return documents, ranked
 
     def answer(
         self, rows: list[dict[str, Any]], documents: list[list[Hit]], network: AdaptedNetwork
@@ -301,6 +314,22 @@ class Rewriter(Generator):
             ]
         texts = frozen_generate(network, self.answerer, prompts, self.frozen_batch_size)
         return [first_letter(text) for text in texts], [None] * len(texts)
+
+
+def gold_reciprocal_rank(ranked: list[list[Hit]], gold_text: str) -> float:
+    """1 / the best rank (from 1), over a completion's searches, of a hit whose text holds the
+    gold answer; 0 where none of them holds it (or the row names no answer). A denser signal
+    than whether the read documents hold it: a query that lifts the gold passage from rank 9
+    to rank 4 scores more before it reaches the documents read."""
+    if not gold_text:
+        return 0.0
+    ranks = [
+        rank
+        for hits in ranked
+        for rank, hit in enumerate(hits, start=1)
+        if gold_text in hit.document.content.lower()
+    ]
+    return 1.0 / min(ranks) if ranks else 0.0
 
 
 def words(text: str) -> list[str]:

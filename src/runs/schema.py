@@ -249,6 +249,7 @@ SETTINGS: dict[str, Setting | AnyOf] = {
     "policy.num_queries": whole(1),
     "policy.query_k": whole(1),
     "policy.k": whole(1),
+    "policy.rank_depth": whole(1),
     "policy.query_source": choice(*QUERY_SOURCES),
     "policy.answer_mode": choice(*ANSWER_MODES),
     "policy.frozen_batch_size": whole(1),

@@ -22,6 +22,7 @@ from src.policy.rewriter import (
     Rewriter,
     copies_question,
     first_letter,
+    gold_reciprocal_rank,
     names_option,
     option_probability,
 )
@@ -293,6 +294,57 @@ def test_gold_retrieved_is_a_reward_term(tmp_path, lora_lm):
     assert episode.reward_parts["gold"].tolist() == gold
     expected = [float(o == "A") + 0.5 * g for o, g in zip(episode.outcomes, gold, strict=True)]
     assert episode.rewards.tolist() == expected
+
+
+def hits(*contents: str) -> list[Hit]:
+    return [Hit(Document(f"d{i}", "t", text), 1.0) for i, text in enumerate(contents)]
+
+
+def test_the_gold_rank_is_the_best_over_the_searches():
+    first = hits("nothing", "spores of Bacillus anthracis", "anthracis again")
+    second = hits("x", "y", "z", "Bacillus anthracis")
+    assert gold_reciprocal_rank([first, second], "bacillus anthracis") == 0.5
+    assert gold_reciprocal_rank([second], "bacillus anthracis") == 0.25
+    assert gold_reciprocal_rank([hits("x"), []], "bacillus anthracis") == 0.0
+    assert gold_reciprocal_rank([first], "") == 0.0  # the row names no answer
+
+
+class RankedRetriever:
+    """Five hits per query, the gold passage at the position the query's length picks; it
+    records the depth asked."""
+
+    def __init__(self) -> None:
+        self.depths: list[int] = []
+
+    def search(self, queries: list[str], k: int) -> list[list[Hit]]:
+        self.depths.append(k)
+        found = []
+        for query in queries:
+            at = len(query.split()) % 5
+            texts = ["filler"] * 5
+            texts[at] = "Anthrax is caused by Bacillus anthracis."
+            found.append(hits(*texts)[:k])
+        return found
+
+
+def test_the_gold_rank_is_read_deeper_than_the_documents_read(tmp_path, lora_lm):
+    retriever = RankedRetriever()
+    role = make_rewriter(tmp_path, retriever, num_queries=1, query_k=2, k=2, rank_depth=5)
+    batch = rows()[:1] * 3
+    role.prepare(lora_lm, batch)
+    outcomes = role.outcomes(
+        [" spore toxin gram rod lung", " spore", " spore toxin gram rod"], batch, lora_lm
+    )
+    assert retriever.depths == [5]
+    # gold at index 0, 1 and 4: read in the first two, ranked in all three
+    assert [d["gold_retrieved"] for d in outcomes.details] == [True, True, False]
+    assert [d["gold_reciprocal_rank"] for d in outcomes.details] == [1.0, 0.5, 0.2]
+    assert [len(d["documents"]) for d in outcomes.details] == [2, 2, 2]
+
+
+def test_a_rank_depth_below_one_is_refused(tmp_path):
+    with pytest.raises(ConfigError, match="policy.rank_depth must be >= 1"):
+        make_rewriter(tmp_path, rank_depth=0)
 
 
 class NoSampling:
