@@ -456,7 +456,7 @@ class GRPOModule(L.LightningModule):
         )
         part_mask = part.action_mask.to(entropy.dtype)
         part_tokens = part_mask.sum()
-        metrics["entropy"] = (entropy * part_mask).sum() / part_tokens.clamp(min=1)
+        metrics["entropy"] = (entropy.detach() * part_mask).sum() / part_tokens.clamp(min=1)
         metrics["mean_log_prob"] = (logps.detach() * part_mask).sum() / part_tokens.clamp(min=1)
         metrics.update(sampler_metrics)
         weights = {
