@@ -164,7 +164,10 @@ class CausalLM(nn.Module):
             with self._lean():  # the head's products routed as the network's layers are
                 hidden = hidden_forward(self.network)(**inputs).logits
                 hidden = hidden[:, -num_targets - 1 : -1, :]
-                return chunked_log_probs(self.network, hidden, targets, temperature, with_entropy)
+                scored = attention_mask[:, -num_targets:]  # padding after a row's end: 0
+                return chunked_log_probs(
+                    self.network, hidden, targets, temperature, with_entropy, scored
+                )
         with self._lean():
             logits = self._scoring_forward(**inputs, **self._keep_logits(num_targets + 1)).logits
         logits = logits[:, -num_targets - 1 : -1, :]
@@ -213,7 +216,12 @@ class CausalLM(nn.Module):
         if chunks:
             hidden = torch.cat([last, outputs[:, :-1, :]], dim=1)
             return chunked_log_probs(
-                self.network, hidden, completion_ids, temperature, with_entropy
+                self.network,
+                hidden,
+                completion_ids,
+                temperature,
+                with_entropy,
+                sequences.completion_mask,  # the padding after a row's end: 0, not scored
             )
         head, head_entropy = target_log_probs(
             last, completion_ids[:, :1], temperature, with_entropy

@@ -43,12 +43,36 @@ def head_log_probs(
     with_entropy: bool = False,
     chunk: int | None = None,
     product: Callable[[Tensor, Tensor, Tensor | None], Tensor] = F.linear,
+    mask: Tensor | None = None,
 ) -> tuple[Tensor, Tensor | None]:
     """Float32 log-probs [N, T] of `targets` [N, T] under the logits (hidden [N, T, H] @
     weight[V, H]^T + bias) / temperature, and the entropy of each position's distribution
     when asked (without gradient). At most `chunk` (default `HEAD_CHUNK`) logits entries
     exist at a time. `product` makes the logits of a chunk, F.linear's arithmetic (the
-    head's own, through oneDNN where it is routed there: `src.model.fast.chunked_head`)."""
+    head's own, through oneDNN where it is routed there: `src.model.fast.chunked_head`).
+
+    `mask` [N, T] (1 on the positions scored) skips the others: the padding after a short
+    completion, which every loss masks out. Their log-prob and entropy are 0 and their hidden
+    states get no gradient; the head runs only over the positions scored, so a batch whose
+    completions end early pays for the tokens written, not for the longest row's width."""
+    if mask is not None and not bool(mask.bool().all()):
+        keep = mask.reshape(-1).bool()
+        width = hidden.size(-1)
+        logps, entropy = head_log_probs(
+            hidden.reshape(-1, width)[keep].unsqueeze(0),
+            weight,
+            bias,
+            targets.reshape(-1)[keep].unsqueeze(0),
+            temperature,
+            with_entropy,
+            chunk,
+            product,
+        )
+        zeros = torch.zeros(targets.numel(), dtype=torch.float32, device=hidden.device)
+        spread = zeros.masked_scatter(keep, logps.reshape(-1)).view(targets.shape)
+        if entropy is not None:
+            entropy = zeros.masked_scatter(keep, entropy.reshape(-1)).view(targets.shape)
+        return spread, entropy
     positions = max(1, (chunk or HEAD_CHUNK) // weight.size(0))
     logps, _, entropy = HeadLogSoftmax.apply(
         hidden, weight, bias, targets, temperature, positions, with_entropy, product

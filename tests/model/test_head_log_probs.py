@@ -84,3 +84,40 @@ def test_a_frozen_heads_gradient_made_in_the_forward_scales_with_the_upstream_gr
     (twice,) = torch.autograd.grad((logps * scale * 2).sum(), hidden)
     assert torch.allclose(twice, 2 * grad) and grad[1, 2].abs().max() == 0
     assert grad[0, 0].abs().max() > 0
+
+
+@pytest.mark.parametrize("frozen", [False, True], ids=["trained-head", "frozen-head"])
+def test_masked_positions_are_skipped_and_the_rest_is_unchanged(frozen):
+    """Padding after a row's end is not scored: log-prob and entropy 0, no gradient there;
+    every scored position's value and gradient is the unmasked one's."""
+    hidden, weight, offset, targets = inputs(True, seed=1)
+    if frozen:
+        weight.requires_grad_(False)
+        offset.requires_grad_(False)
+    mask = torch.tensor([[1, 1, 1, 0, 0], [1, 1, 1, 1, 1], [1, 0, 0, 0, 0]])
+    weights = torch.rand(3, 5) * mask  # a loss that masks the padding, as every loss does
+    plain, plain_entropy = head_log_probs(hidden, weight, offset, targets, 0.7, True, chunk=22)
+    (plain * weights).sum().backward()
+    trained = [t for t in (hidden, weight, offset) if t.requires_grad]
+    expected = [t.grad.clone() for t in trained]
+    for t in trained:
+        t.grad = None
+    ours, entropy = head_log_probs(hidden, weight, offset, targets, 0.7, True, chunk=22, mask=mask)
+    (ours * weights).sum().backward()
+    scored = mask.bool()
+    assert torch.equal(ours[~scored], torch.zeros(int((~scored).sum())))
+    assert torch.equal(entropy[~scored], torch.zeros(int((~scored).sum())))
+    assert (ours - plain)[scored].abs().max() < 1e-6
+    assert (entropy - plain_entropy)[scored].abs().max() < 1e-6
+    for t, theirs in zip(trained, expected, strict=True):
+        assert (t.grad - theirs).abs().max() < 1e-6
+    assert torch.equal(hidden.grad[~scored], torch.zeros(int((~scored).sum()), 8))
+
+
+def test_a_mask_of_ones_takes_the_plain_path():
+    hidden, weight, _, targets = inputs(False)
+    plain, _ = head_log_probs(hidden.detach(), weight.detach(), None, targets)
+    ours, _ = head_log_probs(
+        hidden.detach(), weight.detach(), None, targets, mask=torch.ones(3, 5, dtype=torch.long)
+    )
+    assert torch.equal(ours, plain)

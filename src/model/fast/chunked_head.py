@@ -56,16 +56,25 @@ def chunked_log_probs(
     targets: Tensor,
     temperature: float = 1.0,
     with_entropy: bool = False,
+    mask: Tensor | None = None,
 ) -> tuple[Tensor, Tensor | None]:
     """Log-probs [N, T] of `targets` from final hidden states [N, T, H] through the
     network's head, in chunks (`head_log_probs`), its products through oneDNN where the head
-    is routed there now (inside `onednn_linears`, proven for this network)."""
+    is routed there now (inside `onednn_linears`, proven for this network). `mask` [N, T]
+    (1 on the positions scored) leaves the others out of the head's work: 0 there."""
     head = plain_head(network)
     if head is None:
         raise ValueError("chunked_log_probs needs a network whose head is a plain nn.Linear")
     product = onednn.product if onednn.is_routed(head) else F.linear
     return head_log_probs(
-        hidden, head.weight, head.bias, targets, temperature, with_entropy, product=product
+        hidden,
+        head.weight,
+        head.bias,
+        targets,
+        temperature,
+        with_entropy,
+        product=product,
+        mask=mask,
     )
 
 

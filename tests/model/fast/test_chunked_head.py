@@ -14,24 +14,33 @@ from tests.helpers.small_llama import small_llama
 
 
 def scored(lm: CausalLM, rollout, chunks: bool, monkeypatch) -> tuple:
-    """Log-probs, entropies and the trainable parameters' gradients of a weighted sum."""
+    """Log-probs, entropies and the trainable parameters' gradients of a weighted sum over
+    the completion's real tokens (as every loss masks its padding); padding's values 0."""
     monkeypatch.setattr(CausalLM, "_head_in_chunks", lambda self, positions: chunks)
     monkeypatch.setattr(head_log_probs, "HEAD_CHUNK", 300)  # one position per chunk
     lm.zero_grad()
     logps, entropy = lm.log_probs(rollout, temperature=0.8, with_entropy=True)
-    weights = torch.linspace(0.1, 1.0, logps.numel()).view_as(logps)
+    mask = rollout.completion_mask
+    weights = torch.linspace(0.1, 1.0, logps.numel()).view_as(logps) * mask
     (logps * weights).sum().backward()
     grads = [p.grad.clone() for p in lm.trainable_parameters()]
-    return logps.detach(), entropy, grads
+    return logps.detach() * mask, entropy * mask, grads
 
 
 @pytest.mark.parametrize("adapter", [False, True], ids=["full", "lora"])
 @pytest.mark.parametrize("grouped", [True, False], ids=["shared-prompt", "whole-rows"])
-def test_chunked_head_scores_as_the_full_logits(tiny_lm, adapter, grouped, monkeypatch):
+@pytest.mark.parametrize("ended", [False, True], ids=["full-width", "rows-ended-early"])
+def test_chunked_head_scores_as_the_full_logits(tiny_lm, adapter, grouped, ended, monkeypatch):
     lm = lora_lm(tiny_lm) if adapter else tiny_lm
     rollout = random_rollout(lm, ["What is 2 + 3?", "Hi"], group_size=3 if grouped else 1)
     if not grouped:  # two distinct prompts, one row each: nothing shared, whole rows scored
         assert rollout.prompt_ids.size(0) == 2
+    if ended:  # rows that ended early: padding after them, which the chunked head skips
+        lengths = torch.tensor([12, 5, 1, 9, 12, 3][: rollout.completion_ids.size(0)])
+        rollout.completion_mask = (torch.arange(12) < lengths.unsqueeze(1)).long()
+        rollout.completion_ids = rollout.completion_ids.masked_fill(
+            rollout.completion_mask == 0, lm.tokenizer.pad_token_id
+        )
     full = scored(lm, rollout, False, monkeypatch)
     ours = scored(lm, rollout, True, monkeypatch)
     assert (ours[0] - full[0]).abs().max() < 1e-5
