@@ -147,11 +147,14 @@ class CausalLM(nn.Module):
         num_targets: int,
         temperature: float = 1.0,
         with_entropy: bool = False,
+        scored: Tensor | None = None,
     ) -> tuple[Tensor, Tensor | None]:
         """Log-probs of the last `num_targets` tokens of each row under the network.
 
         Position ids follow the attention mask, as sampling does with left padding, so the
-        scores match the ones the samples were drawn from.
+        scores match the ones the samples were drawn from. `scored` [N, num_targets] (default:
+        the attention mask there) names the positions that count; where the head runs in
+        chunks the others are skipped and read 0 (padding, a tool's inserted tokens).
         """
         targets = input_ids[:, -num_targets:]
         inputs = {
@@ -164,7 +167,8 @@ class CausalLM(nn.Module):
             with self._lean():  # the head's products routed as the network's layers are
                 hidden = hidden_forward(self.network)(**inputs).logits
                 hidden = hidden[:, -num_targets - 1 : -1, :]
-                scored = attention_mask[:, -num_targets:]  # padding after a row's end: 0
+                if scored is None:
+                    scored = attention_mask[:, -num_targets:]  # padding after a row's end: 0
                 return chunked_log_probs(
                     self.network, hidden, targets, temperature, with_entropy, scored
                 )
@@ -188,7 +192,12 @@ class CausalLM(nn.Module):
         input_ids = torch.cat([sequences.prompt_ids, sequences.completion_ids], dim=1)
         mask = torch.cat([sequences.prompt_mask, sequences.completion_mask], dim=1)
         return self.token_log_probs(
-            input_ids, mask, sequences.completion_ids.size(1), temperature, with_entropy
+            input_ids,
+            mask,
+            sequences.completion_ids.size(1),
+            temperature,
+            with_entropy,
+            sequences.action_mask,
         )
 
     def _grouped_log_probs(
@@ -221,7 +230,7 @@ class CausalLM(nn.Module):
                 completion_ids,
                 temperature,
                 with_entropy,
-                sequences.completion_mask,  # the padding after a row's end: 0, not scored
+                sequences.action_mask,  # padding and inserted tokens: 0, not scored
             )
         head, head_entropy = target_log_probs(
             last, completion_ids[:, :1], temperature, with_entropy

@@ -21,6 +21,7 @@ class Sequences(Protocol):
     prompt_mask: Tensor  # [N, P] 1 on real prompt tokens
     completion_ids: Tensor  # [N, T] completion tokens, right-padded
     completion_mask: Tensor  # [N, T] 1 on the completion tokens that count
+    action_mask: Tensor  # [N, T] 1 on those the policy wrote (less any a tool inserted): scored
     reveal_steps: Tensor | None  # [N, T] a masked model's denoising step per token; None: one step
 
 

@@ -15,22 +15,28 @@ from tests.helpers.small_llama import small_llama
 
 def scored(lm: CausalLM, rollout, chunks: bool, monkeypatch) -> tuple:
     """Log-probs, entropies and the trainable parameters' gradients of a weighted sum over
-    the completion's real tokens (as every loss masks its padding); padding's values 0."""
+    the tokens the policy wrote (as every loss masks padding and inserted tokens); the
+    values of the others 0."""
     monkeypatch.setattr(CausalLM, "_head_in_chunks", lambda self, positions: chunks)
     monkeypatch.setattr(head_log_probs, "HEAD_CHUNK", 300)  # one position per chunk
     lm.zero_grad()
     logps, entropy = lm.log_probs(rollout, temperature=0.8, with_entropy=True)
-    mask = rollout.completion_mask
+    mask = rollout.action_mask
     weights = torch.linspace(0.1, 1.0, logps.numel()).view_as(logps) * mask
     (logps * weights).sum().backward()
     grads = [p.grad.clone() for p in lm.trainable_parameters()]
+    if chunks:  # the head skipped what is not scored
+        assert not logps.detach()[mask == 0].any()
     return logps.detach() * mask, entropy * mask, grads
 
 
 @pytest.mark.parametrize("adapter", [False, True], ids=["full", "lora"])
 @pytest.mark.parametrize("grouped", [True, False], ids=["shared-prompt", "whole-rows"])
 @pytest.mark.parametrize("ended", [False, True], ids=["full-width", "rows-ended-early"])
-def test_chunked_head_scores_as_the_full_logits(tiny_lm, adapter, grouped, ended, monkeypatch):
+@pytest.mark.parametrize("inserted", [False, True], ids=["written", "with-inserted-tokens"])
+def test_chunked_head_scores_as_the_full_logits(
+    tiny_lm, adapter, grouped, ended, inserted, monkeypatch
+):
     lm = lora_lm(tiny_lm) if adapter else tiny_lm
     rollout = random_rollout(lm, ["What is 2 + 3?", "Hi"], group_size=3 if grouped else 1)
     if not grouped:  # two distinct prompts, one row each: nothing shared, whole rows scored
@@ -41,6 +47,9 @@ def test_chunked_head_scores_as_the_full_logits(tiny_lm, adapter, grouped, ended
         rollout.completion_ids = rollout.completion_ids.masked_fill(
             rollout.completion_mask == 0, lm.tokenizer.pad_token_id
         )
+    if inserted:  # a tool's passage inside each row: context, never scored by the head
+        rollout.inserted_mask = torch.zeros_like(rollout.completion_ids)
+        rollout.inserted_mask[:, 2:6] = 1
     full = scored(lm, rollout, False, monkeypatch)
     ours = scored(lm, rollout, True, monkeypatch)
     assert (ours[0] - full[0]).abs().max() < 1e-5
