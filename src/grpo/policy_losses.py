@@ -9,6 +9,7 @@ here aggregates: `src.grpo.objective.aggregate` does, with the batch's denominat
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -39,15 +40,22 @@ class Surrogate:
 
 PolicyLoss = Callable[[Tensor, Tensor, Tensor, LossSettings], Surrogate]
 POLICY_LOSSES: dict[str, PolicyLoss] = {}
+# the `LossSettings` fields each policy loss reads: a set value of another one changes nothing
+POLICY_LOSS_READS: dict[str, tuple[str, ...]] = {}
 
 
-def register_policy_loss(name: str) -> Callable[[PolicyLoss], PolicyLoss]:
-    """Register a policy loss under `name`, the value of `algo.policy_loss`."""
+def register_policy_loss(name: str, reads: tuple[str, ...]) -> Callable[[PolicyLoss], PolicyLoss]:
+    """Register a policy loss under `name`, the value of `algo.policy_loss`, with the
+    `LossSettings` fields it `reads`."""
+    unknown = set(reads) - {field.name for field in dataclasses.fields(LossSettings)}
+    if unknown:
+        raise ValueError(f"policy loss {name!r} reads no such settings: {sorted(unknown)}")
 
     def register(loss: PolicyLoss) -> PolicyLoss:
         if name in POLICY_LOSSES:
             raise ValueError(f"policy loss {name!r} is registered twice")
         POLICY_LOSSES[name] = loss
+        POLICY_LOSS_READS[name] = reads
         return loss
 
     return register
@@ -62,7 +70,7 @@ def policy_loss(
     return POLICY_LOSSES[name](ratio, advantages, logps, settings)
 
 
-@register_policy_loss("clip")
+@register_policy_loss("clip", reads=("epsilon_low", "epsilon_high", "delta"))
 def clipped_surrogate(
     ratio: Tensor, advantages: Tensor, logps: Tensor, settings: LossSettings
 ) -> Surrogate:
@@ -80,7 +88,7 @@ def clipped_surrogate(
     return Surrogate(per_token, low, high)
 
 
-@register_policy_loss("cispo")
+@register_policy_loss("cispo", reads=("epsilon_high",))
 def cispo_surrogate(
     ratio: Tensor, advantages: Tensor, logps: Tensor, settings: LossSettings
 ) -> Surrogate:
@@ -94,7 +102,7 @@ def cispo_surrogate(
     return Surrogate(per_token, torch.zeros_like(high), high)
 
 
-@register_policy_loss("sapo")
+@register_policy_loss("sapo", reads=("sapo_temperature_pos", "sapo_temperature_neg"))
 def soft_gated_surrogate(
     ratio: Tensor, advantages: Tensor, logps: Tensor, settings: LossSettings
 ) -> Surrogate:

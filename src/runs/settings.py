@@ -13,10 +13,11 @@ from typing import Any
 import torch
 from omegaconf import DictConfig
 
+from src.grpo.policy_losses import POLICY_LOSS_READS
 from src.grpo.settings import AlgoSettings
 from src.policy.rewriter import NO_SFT_TARGET
 from src.runs.hooks import before_grpo_steps
-from src.runs.schema import check_schema
+from src.runs.schema import MISSING, check_schema, value_at
 from src.utils.config import plain
 from src.utils.errors import ConfigError, MissingFileError
 from src.utils.folders import check_writable
@@ -42,9 +43,18 @@ def check_settings(cfg: DictConfig) -> AlgoSettings:
 
 def check_algo_settings(algo: dict[str, Any]) -> AlgoSettings:
     """GRPO settings (`algo.*`) built and checked: their types and what cannot work
-    (`AlgoSettings`), and a warning for a KL weight that tends to hold the policy where it
-    started."""
+    (`AlgoSettings`), a warning for each policy-loss knob set that the chosen loss does not
+    read, and one for a KL weight that tends to hold the policy where it started."""
     settings = AlgoSettings.from_config(algo)
+    reads = ", ".join(POLICY_LOSS_READS[settings.policy_loss]) or "none of them"
+    for key in settings.unread():
+        log.warning(
+            "%s=%s is not read by algo.policy_loss=%s (it reads %s): the run trains as without it",
+            key,
+            getattr(settings, key.removeprefix("algo.")),
+            settings.policy_loss,
+            reads,
+        )
     if settings.kl_beta > HIGH_KL:
         log.warning(
             "algo.kl_beta=%s is high: above %s the KL term tends to keep the policy where it "
@@ -249,13 +259,13 @@ def check_before_grpo(cfg: DictConfig) -> None:
 
 
 def check_output_folders(cfg: DictConfig) -> None:
-    """Folders a run writes only at its end (the saved model) or on the way (the warm-start
-    cache) must be writable now, not after hours of training."""
-    sft = cfg.get("sft") or {}
-    folders = {
-        "save_model": cfg.get("save_model"),
-        "sft.cache_dir": sft.get("cache_dir") if sft.get("enabled") else None,
-    }
-    for key, folder in folders.items():
-        if folder:
+    """Folders a run writes, at its end (the saved model), on the way (its run folder's
+    checkpoints, the warm-start cache) or for later runs (caches, converted models), must be
+    writable now, before any work, not after hours of training."""
+    keys = ["paths.run_dir", "paths.cache_dir", "paths.models_dir", "save_model"]
+    if (cfg.get("sft") or {}).get("enabled"):
+        keys.append("sft.cache_dir")
+    for key in keys:
+        folder = value_at(cfg, key)  # MISSING: unset, or resolved only inside a Hydra job
+        if folder and folder is not MISSING:
             check_writable(Path(str(folder)), key)

@@ -5,7 +5,8 @@ at its settings check. Here, when the sweep starts, each value of each swept set
 alone into the sweep's config and given the checks a single value has: its declared type,
 range and choices (`src.runs.schema.SETTINGS`) and, for `algo.*`, the algorithm's settings
 (`AlgoSettings`). A refused value stops the sweep before any job, in one line naming the key,
-the value and the sweep, and status 1. Config groups (`algo=grpo,dapo`), values that only fail
+the value and the sweep, and status 1. The sweeper's own counts (`hydra.sweeper.n_trials`,
+`n_jobs`, `max_failure_rate`: Optuna's) are checked the same way. Config groups (`algo=grpo,dapo`), values that only fail
 together and search spaces a sweeper draws from (Optuna's intervals) are left to each job's own
 check.
 """
@@ -21,9 +22,16 @@ from hydra.experimental.callback import Callback
 from omegaconf import DictConfig
 
 from src.grpo.settings import AlgoSettings
-from src.runs.schema import MISSING, setting_of, value_at
+from src.runs.schema import MISSING, Setting, number, setting_of, value_at, whole
 from src.utils.config import plain
 from src.utils.errors import ConfigError
+
+# the sweeper's settings a search cannot run without (Optuna's; a sweeper without one skips it)
+SWEEPER_SETTINGS: dict[str, Setting] = {
+    "n_trials": whole(1),  # trials in all
+    "n_jobs": whole(1),  # trials launched at once
+    "max_failure_rate": number(0, 1),  # the share of failed trials that stops the search
+}
 
 
 class SweptValuesCheck(Callback):
@@ -31,12 +39,25 @@ class SweptValuesCheck(Callback):
 
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
         try:
+            check_sweeper(config)
             check_swept_values(config)
         except ConfigError as error:
             # Hydra turns a callback's exception into a warning and runs the sweep anyway: an
             # exit is what stops it before its first job (status 1, the line on stderr)
             sys.stdout.flush()
             raise SystemExit(f"error: {error}") from None
+
+
+def check_sweeper(config: DictConfig) -> None:
+    """Raise `ConfigError` for a sweeper setting with which no search can run (`n_trials=0`
+    would end the search with no trial, and then fail asking Optuna for the best one)."""
+    sweeper = config.hydra.get("sweeper") or {}
+    for name, setting in SWEEPER_SETTINGS.items():
+        if name in sweeper and not setting.accepts(sweeper[name]):
+            raise ConfigError(
+                f"hydra.sweeper.{name} must be {setting.allowed()}, got {sweeper[name]!r}; "
+                "no job of the sweep was started"
+            )
 
 
 def check_swept_values(config: DictConfig) -> None:

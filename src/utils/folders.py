@@ -7,6 +7,7 @@ import contextlib
 import logging
 import os
 import shutil
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -44,12 +45,18 @@ def published_folder(folder: str | Path) -> Iterator[Path]:
 
 def check_writable(path: Path, key: str) -> None:
     """Raise `ConfigError` naming `key` unless `path` (a folder, or a folder to be) can be
-    written: its nearest existing ancestor must be a folder this process may write into."""
+    written: a folder is made and removed at once in its nearest existing ancestor (or in it),
+    so that what the user may write is asked of the file system itself (permission bits say
+    root may write into /proc, where nothing can be made)."""
     existing = path
     while not existing.exists() and existing != existing.parent:
         existing = existing.parent
-    if not existing.is_dir() or not os.access(existing, os.W_OK | os.X_OK):
+    try:
+        if not existing.is_dir():
+            raise NotADirectoryError(existing)
+        shutil.rmtree(tempfile.mkdtemp(prefix=".writable-", dir=existing))
+    except OSError:
         raise ConfigError(
             f"{key}={path}: {existing} is not a writable folder; point {key} somewhere this "
             "user can write, or set it to null"
-        )
+        ) from None

@@ -259,3 +259,30 @@ def test_a_refused_value_names_the_key_the_user_set(make_cfg, override, message)
     """`policy.query_k` reads `${retrieval.k}`: a wrong `retrieval.k` is named as typed."""
     with pytest.raises(ConfigError, match=message):
         check_settings(make_cfg("task=medqa_rewriter", override))
+
+
+@pytest.mark.parametrize(
+    ("overrides", "warned"),
+    [
+        (
+            ["algo=cispo", "algo.epsilon_low=0.9"],
+            "algo.epsilon_low=0.9 is not read by algo.policy_loss=cispo (it reads epsilon_high)",
+        ),
+        (
+            ["algo.policy_loss=sapo", "algo.epsilon_high=0.3"],
+            "algo.epsilon_high=0.3 is not read by algo.policy_loss=sapo "
+            "(it reads sapo_temperature_pos, sapo_temperature_neg)",
+        ),
+        (["algo.sapo_temperature_neg=2.0"], "algo.sapo_temperature_neg=2.0 is not read by"),
+    ],
+)
+def test_a_knob_the_chosen_loss_does_not_read_is_warned_about(make_cfg, caplog, overrides, warned):
+    check_settings(make_cfg(*overrides))
+    assert warned in caplog.text
+    assert len([r for r in caplog.records if "is not read by" in r.getMessage()]) == 1
+
+
+@pytest.mark.parametrize("overrides", [["algo=cispo"], ["algo=dapo"], ["algo.epsilon_low=0.3"]])
+def test_the_knobs_a_loss_reads_are_not_warned_about(make_cfg, caplog, overrides):
+    check_settings(make_cfg(*overrides))
+    assert "is not read by" not in caplog.text

@@ -63,6 +63,19 @@ def test_the_command_stops_before_any_job(tmp_path):
     assert not (tmp_path / "multiruns").exists() and not (tmp_path / "mlflow.db").exists()
 
 
+@pytest.mark.parametrize(
+    ("line", "message"),
+    [
+        ("hydra.sweeper.n_trials=0", "hydra.sweeper.n_trials must be a whole number >= 1, got 0"),
+        ("hydra.sweeper.n_jobs=0", "hydra.sweeper.n_jobs must be a whole number >= 1, got 0"),
+    ],
+)
+def test_a_search_that_cannot_run_stops_before_any_job(tmp_path, line, message):
+    result = train_command(tmp_path, "hparams_search=optuna", line, "model=tiny")
+    assert error_line(result) == f"error: {message}; no job of the sweep was started"
+    assert not (tmp_path / "mlflow.db").exists()
+
+
 def test_a_sweep_with_a_failed_job_exits_with_status_1_after_the_others(capsys):
     from src.runs.cli import exit_if_jobs_failed
     from src.tracking.sweep import forget_failed_jobs, note_failed

@@ -165,6 +165,11 @@ def test_messages_without_a_command():
     assert closest_keys("algo.kl_beta", config) == []
 
 
+def test_a_run_folder_that_cannot_be_written_is_one_line_before_any_work(tmp_path):
+    line = error_line(train_command(tmp_path, "model=tiny", "paths.run_dir=/proc/x/run"))
+    assert line.startswith("error: paths.run_dir=/proc/x/run: /proc is not a writable folder")
+
+
 def test_an_eval_head_named_with_a_wrong_folder_is_one_line(tmp_path):
     """`python -m src.eval eval.adapters.grpo=WRONG/PATH`: exit status 1 and one line, not a
     table without the head the user asked for."""
