@@ -16,6 +16,8 @@ from fractions import Fraction
 import torch
 from torch import Tensor
 
+from src.utils.registry import Registry
+
 SCALES = ("group", "batch", "none")
 # How several reward functions make one advantage (TRL's multi_objective_aggregation):
 # the weighted sum's advantage, or each function's group-normalised score summed (GDPO).
@@ -23,37 +25,25 @@ REWARD_AGGREGATIONS = ("sum_then_normalize", "normalize_then_sum")
 
 # (rewards [N], group_size, lengths [N], scale) -> advantages [N]
 Estimator = Callable[[Tensor, int, Tensor, str], Tensor]
-ESTIMATORS: dict[str, Estimator] = {}
-
-
-def register_estimator(name: str) -> Callable[[Estimator], Estimator]:
-    """Register an advantage estimator under `name`, the value of `algo.advantage_estimator`."""
-
-    def register(estimator: Estimator) -> Estimator:
-        if name in ESTIMATORS:
-            raise ValueError(f"advantage estimator {name!r} is registered twice")
-        ESTIMATORS[name] = estimator
-        return estimator
-
-    return register
+# registered by name, the value of `algo.advantage_estimator`
+ESTIMATORS: Registry[Estimator] = Registry("advantage estimator")
 
 
 def estimate_advantages(
     name: str, rewards: Tensor, group_size: int, lengths: Tensor, scale: str = "group"
 ) -> Tensor:
     """The advantages [N] of estimator `name` (one of `ESTIMATORS`)."""
-    if name not in ESTIMATORS:
-        raise ValueError(f"advantage estimator must be one of {sorted(ESTIMATORS)}, got {name!r}")
+    estimator = ESTIMATORS.named(name)
     _check_groups(rewards, group_size)
-    return ESTIMATORS[name](rewards, group_size, lengths, scale)
+    return estimator(rewards, group_size, lengths, scale)
 
 
-@register_estimator("grpo")
+@ESTIMATORS.register("grpo")
 def _grpo(rewards: Tensor, group_size: int, lengths: Tensor, scale: str) -> Tensor:
     return group_advantages(rewards, group_size, scale)
 
 
-@register_estimator("rloo")
+@ESTIMATORS.register("rloo")
 def rloo_advantages(rewards: Tensor, group_size: int, lengths: Tensor, scale: str) -> Tensor:
     """REINFORCE leave-one-out: each reward minus the mean of the other G - 1 rewards of its
     group, r_n - (sum_g r - r_n) / (G - 1) = G / (G - 1) * (r_n - mean_g r). Not scaled."""
@@ -62,7 +52,7 @@ def rloo_advantages(rewards: Tensor, group_size: int, lengths: Tensor, scale: st
     return (groups - others).view(-1)
 
 
-@register_estimator("reinforce_pp")
+@ESTIMATORS.register("reinforce_pp")
 def reinforce_pp_advantages(
     rewards: Tensor, group_size: int, lengths: Tensor, scale: str, eps: float = 1e-8
 ) -> Tensor:

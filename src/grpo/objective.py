@@ -8,31 +8,24 @@ i*G ... i*G+G-1.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
 from torch import Tensor
 
 from src.grpo.policy_losses import LossSettings, policy_loss
+from src.utils.registry import Registry
 
-# The aggregations, named for what they do (verl's loss_agg_mode), and TRL's loss_type names
-# for them: `algo.loss_type` takes either.
-AGGREGATIONS = ("seq-mean-token-mean", "token-mean", "seq-mean-token-sum-norm")
+# TRL's loss_type names for the aggregations (registered below, named for what they do, as
+# verl's loss_agg_mode): `algo.loss_type` takes either.
 TRL_LOSS_TYPES = {
     "grpo": "seq-mean-token-mean",
     "bnpo": "token-mean",
     "dapo": "token-mean",
     "dr_grpo": "seq-mean-token-sum-norm",
 }
-LOSS_TYPES = (*TRL_LOSS_TYPES, *AGGREGATIONS)
 RATIO_LEVELS = ("token", "sequence")
-
-
-def aggregation(loss_type: str) -> str:
-    """The aggregation `loss_type` names (one of AGGREGATIONS; TRL's names are aliases)."""
-    if loss_type not in LOSS_TYPES:
-        raise ValueError(f"loss_type must be one of {LOSS_TYPES}, got {loss_type!r}")
-    return TRL_LOSS_TYPES.get(loss_type, loss_type)
 
 
 def per_token_kl(logps: Tensor, ref_logps: Tensor) -> Tensor:
@@ -51,6 +44,53 @@ class Denominators:
     tokens: Tensor | float | None = None  # token-mean: the global batch's counted tokens / P
     sequences: Tensor | float | None = None  # seq-mean-*: the global batch's completions / P
     metric_tokens: Tensor | float | None = None  # kl and clip ratios: this process's tokens
+
+
+# (each sequence's token sum [N], mask [N, T], sequence count, denominators,
+# max_completion_length) -> the aggregated loss
+Aggregation = Callable[[Tensor, Tensor, Tensor, Denominators, int | None], Tensor]
+# registered by name, the values of `algo.loss_type` with TRL's aliases
+AGGREGATIONS: Registry[Aggregation] = Registry("aggregation")
+
+
+@AGGREGATIONS.register("seq-mean-token-mean")
+def _seq_mean_token_mean(
+    total: Tensor, mask: Tensor, sequences: Tensor, counts: Denominators, _: int | None
+) -> Tensor:
+    """The sum over sequences of their token means / the sequence count (`grpo`)."""
+    return (total / mask.sum(1).clamp(min=1.0)).sum() / sequences
+
+
+@AGGREGATIONS.register("token-mean")
+def _token_mean(
+    total: Tensor, mask: Tensor, sequences: Tensor, counts: Denominators, _: int | None
+) -> Tensor:
+    """Token sum / token count (`bnpo`, `dapo`)."""
+    return total.sum() / _count(counts.tokens, mask.sum())
+
+
+@AGGREGATIONS.register("seq-mean-token-sum-norm")
+def _seq_mean_token_sum_norm(
+    total: Tensor,
+    mask: Tensor,
+    sequences: Tensor,
+    counts: Denominators,
+    max_completion_length: int | None,
+) -> Tensor:
+    """Token sum / (sequence count * max_completion_length) (`dr_grpo`)."""
+    if max_completion_length is None:
+        raise ValueError("loss_type seq-mean-token-sum-norm needs max_completion_length")
+    return total.sum() / (sequences * max_completion_length)
+
+
+LOSS_TYPES = (*TRL_LOSS_TYPES, *AGGREGATIONS)
+
+
+def aggregation(loss_type: str) -> str:
+    """The aggregation `loss_type` names (one of AGGREGATIONS; TRL's names are aliases)."""
+    if loss_type not in LOSS_TYPES:
+        raise ValueError(f"loss_type must be one of {LOSS_TYPES}, got {loss_type!r}")
+    return TRL_LOSS_TYPES.get(loss_type, loss_type)
 
 
 def _masked_mean(values: Tensor, mask: Tensor) -> Tensor:
@@ -155,16 +195,12 @@ def aggregate(
     count; `seq-mean-token-sum-norm` (`dr_grpo`) token sum / (sequence count *
     max_completion_length). With the global batch's counts over P processes, P processes'
     averaged losses give the global batch's (as TRL and verl do)."""
-    how = aggregation(loss_type)
+    how = AGGREGATIONS.named(aggregation(loss_type))
     counts = denominators or Denominators()
     mask = mask.to(per_token.dtype)
     total = (per_token * mask).sum(1)  # [N] each sequence's token sum
     sequences = _count(counts.sequences, mask.new_tensor(float(per_token.size(0))))
-    if how == "seq-mean-token-mean":
-        return (total / mask.sum(1).clamp(min=1.0)).sum() / sequences
-    if how == "token-mean":
-        return total.sum() / _count(counts.tokens, mask.sum())
-    return total.sum() / (sequences * max_completion_length)
+    return how(total, mask, sequences, counts, max_completion_length)
 
 
 def entropy_threshold(entropies: Tensor, keep: float) -> float:

@@ -16,6 +16,8 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
+from src.utils.registry import Registry
+
 
 @dataclass(frozen=True)
 class LossSettings:
@@ -39,35 +41,29 @@ class Surrogate:
 
 
 PolicyLoss = Callable[[Tensor, Tensor, Tensor, LossSettings], Surrogate]
-POLICY_LOSSES: dict[str, PolicyLoss] = {}
-# the `LossSettings` fields each policy loss reads: a set value of another one changes nothing
-POLICY_LOSS_READS: dict[str, tuple[str, ...]] = {}
+# registered by name, the value of `algo.policy_loss`, each with the `LossSettings` fields it
+# reads (`reads`): a set value of another one changes nothing
+POLICY_LOSSES: Registry[PolicyLoss] = Registry("policy loss")
 
 
 def register_policy_loss(name: str, reads: tuple[str, ...]) -> Callable[[PolicyLoss], PolicyLoss]:
-    """Register a policy loss under `name`, the value of `algo.policy_loss`, with the
-    `LossSettings` fields it `reads`."""
+    """Register a policy loss under `name` with the `LossSettings` fields it `reads`."""
     unknown = set(reads) - {field.name for field in dataclasses.fields(LossSettings)}
     if unknown:
         raise ValueError(f"policy loss {name!r} reads no such settings: {sorted(unknown)}")
+    return POLICY_LOSSES.register(name, reads=reads)
 
-    def register(loss: PolicyLoss) -> PolicyLoss:
-        if name in POLICY_LOSSES:
-            raise ValueError(f"policy loss {name!r} is registered twice")
-        POLICY_LOSSES[name] = loss
-        POLICY_LOSS_READS[name] = reads
-        return loss
 
-    return register
+def settings_read(name: str) -> tuple[str, ...]:
+    """The `LossSettings` fields policy loss `name` reads."""
+    return POLICY_LOSSES.facts[name]["reads"]
 
 
 def policy_loss(
     name: str, ratio: Tensor, advantages: Tensor, logps: Tensor, settings: LossSettings
 ) -> Surrogate:
     """The per-token terms of policy loss `name` (one of `POLICY_LOSSES`)."""
-    if name not in POLICY_LOSSES:
-        raise ValueError(f"policy loss must be one of {sorted(POLICY_LOSSES)}, got {name!r}")
-    return POLICY_LOSSES[name](ratio, advantages, logps, settings)
+    return POLICY_LOSSES.named(name)(ratio, advantages, logps, settings)
 
 
 @register_policy_loss("clip", reads=("epsilon_low", "epsilon_high", "delta"))

@@ -18,7 +18,7 @@ from typing import Any
 
 from src.grpo.advantages import ESTIMATORS, REWARD_AGGREGATIONS, SCALES
 from src.grpo.objective import LOSS_TYPES, RATIO_LEVELS
-from src.grpo.policy_losses import POLICY_LOSS_READS, POLICY_LOSSES, LossSettings
+from src.grpo.policy_losses import POLICY_LOSSES, LossSettings, settings_read
 from src.utils.errors import ConfigError, MissingFileError
 
 # `algo.*` keys that are not settings of the algorithm: its optimizer and learning-rate schedule
@@ -92,12 +92,12 @@ class AlgoSettings:
     def unread(self) -> list[str]:
         """The policy-loss knobs set away from their defaults that `policy_loss` does not read
         (`algo=cispo algo.epsilon_low=0.9` trains exactly as 0.2): each `algo.<name>`."""
-        reads = POLICY_LOSS_READS[self.policy_loss]
+        read = settings_read(self.policy_loss)
         defaults = {f.name: f.default for f in dataclasses.fields(AlgoSettings)}
         return [
             f"algo.{knob.name}"
             for knob in dataclasses.fields(LossSettings)
-            if knob.name not in reads and getattr(self, knob.name) != defaults[knob.name]
+            if knob.name not in read and getattr(self, knob.name) != defaults[knob.name]
         ]
 
     @classmethod

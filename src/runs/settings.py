@@ -13,7 +13,7 @@ from typing import Any
 import torch
 from omegaconf import DictConfig
 
-from src.grpo.policy_losses import POLICY_LOSS_READS
+from src.grpo.policy_losses import settings_read
 from src.grpo.settings import AlgoSettings
 from src.policy.rewriter import NO_SFT_TARGET
 from src.runs.hooks import before_grpo_steps
@@ -46,7 +46,7 @@ def check_algo_settings(algo: dict[str, Any]) -> AlgoSettings:
     (`AlgoSettings`), a warning for each policy-loss knob set that the chosen loss does not
     read, and one for a KL weight that tends to hold the policy where it started."""
     settings = AlgoSettings.from_config(algo)
-    reads = ", ".join(POLICY_LOSS_READS[settings.policy_loss]) or "none of them"
+    reads = ", ".join(settings_read(settings.policy_loss)) or "none of them"
     for key in settings.unread():
         log.warning(
             "%s=%s is not read by algo.policy_loss=%s (it reads %s): the run trains as without it",

@@ -12,7 +12,6 @@ from src.grpo.advantages import (
     estimate_advantages,
     group_advantages,
     normalize_then_sum,
-    register_estimator,
     reinforce_pp_advantages,
     rloo_advantages,
 )
@@ -62,7 +61,7 @@ def test_estimators_refuse_bad_input():
     with pytest.raises(ValueError, match="divisible"):
         estimate_advantages("rloo", REWARDS, 3, LENGTHS)
     with pytest.raises(ValueError, match="registered twice"):
-        register_estimator("rloo")(rloo_advantages)
+        ESTIMATORS.register("rloo")(rloo_advantages)
 
 
 @pytest.mark.parametrize("choice", ["rloo", "reinforce_pp"])
