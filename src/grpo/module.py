@@ -25,7 +25,13 @@ from src.grpo.advantages import estimate_advantages, keep_top_k, normalize_then_
 from src.grpo.dynamic_sampling import sample_with_spread
 from src.grpo.metrics import RolloutRecord, rollout_metrics, sample_rows
 from src.grpo.nonfinite import NonFiniteGuard
-from src.grpo.objective import Denominators, entropy_threshold, grpo_loss, sampler_correction
+from src.grpo.objective import (
+    Denominators,
+    TokenLogProbs,
+    entropy_threshold,
+    grpo_loss,
+    sampler_correction,
+)
 from src.grpo.passes import token_passes
 from src.grpo.reduction import UpdatePlan, combine_passes, reduce_loss_metrics
 from src.grpo.reference import reference_log_probs, reference_policy
@@ -430,29 +436,16 @@ class GRPOModule(L.LightningModule):
             kept = (entropy >= plan.entropy_threshold).to(logps.dtype)
             sampler_weights = kept if sampler_weights is None else sampler_weights * kept
         loss, metrics = grpo_loss(
-            logps,
-            old,
-            None if ref_logps is None else ref_logps[trained, :width],
+            TokenLogProbs(logps, old, None if ref_logps is None else ref_logps[trained, :width]),
             advantages[trained],
             self.loss_mask(part),
-            beta=self.settings.kl_beta,
-            epsilon_low=self.settings.epsilon_low,
-            epsilon_high=self.settings.epsilon_high,
-            loss_type=self.settings.loss_type,
-            max_completion_length=self.max_completion_length,
-            denominators=Denominators(
+            self.settings.objective(self.max_completion_length),
+            Denominators(
                 tokens=num_tokens,  # the global batch's / processes
                 sequences=rollout.completion_ids.size(0),  # this process's, one share of P
                 metric_tokens=all_tokens,  # this process's: reduce_loss_metrics weighs them
             ),
-            sampler_weights=sampler_weights,
-            ratio_level=self.settings.importance_sampling_level,
-            policy=self.settings.policy_loss,
-            delta=self.settings.delta,
-            sapo_temperatures=(
-                self.settings.sapo_temperature_pos,
-                self.settings.sapo_temperature_neg,
-            ),
+            sampler_weights,
         )
         part_mask = part.action_mask.to(entropy.dtype)
         part_tokens = part_mask.sum()

@@ -102,66 +102,87 @@ def _count(given: Tensor | float | None, own: Tensor) -> Tensor:
     return count.to(own.dtype).clamp(min=1.0)
 
 
+# the policy losses' knobs at TRL's defaults (clip 0.2 both sides, no delta, SAPO's 1.0 / 1.05)
+DEFAULT_KNOBS = LossSettings(
+    epsilon_low=0.2,
+    epsilon_high=0.2,
+    delta=None,
+    sapo_temperature_pos=1.0,
+    sapo_temperature_neg=1.05,
+)
+
+
+@dataclass(frozen=True)
+class Objective:
+    """What `grpo_loss` computes, apart from its tensors (a run's come from `AlgoSettings`)."""
+
+    loss_type: str  # the aggregation (or TRL's name for it): `AGGREGATIONS`
+    beta: float = 0.0  # the KL term's weight; 0 drops it
+    max_completion_length: int | None = None  # the constant seq-mean-token-sum-norm divides by
+    ratio_level: str = "token"  # token, or sequence (GSPO: a completion's geometric mean ratio)
+    policy: str = "clip"  # the per-token policy loss: `src.grpo.policy_losses.POLICY_LOSSES`
+    knobs: LossSettings = DEFAULT_KNOBS  # the policy loss's clip, cap and temperatures
+
+
+@dataclass(frozen=True)
+class TokenLogProbs:
+    """Per-token log-probs [N, T] of the completions under the policy now (with its gradient),
+    under the policy that sampled them (None: this update is the first on the rollout, ratio
+    1) and under the reference (None: no KL term)."""
+
+    current: Tensor
+    old: Tensor | None = None
+    ref: Tensor | None = None
+
+
 def grpo_loss(
-    logps: Tensor,
-    old_logps: Tensor | None,
-    ref_logps: Tensor | None,
+    logps: TokenLogProbs,
     advantages: Tensor,
     mask: Tensor,
-    *,
-    beta: float,
-    epsilon_low: float,
-    epsilon_high: float,
-    loss_type: str,
-    max_completion_length: int | None = None,
+    objective: Objective,
     denominators: Denominators | None = None,
     sampler_weights: Tensor | None = None,
-    ratio_level: str = "token",
-    policy: str = "clip",
-    delta: float | None = None,
-    sapo_temperatures: tuple[float, float] = (1.0, 1.05),
 ) -> tuple[Tensor, dict[str, Tensor]]:
-    """Policy loss `policy` (the clipped surrogate by default) plus beta * KL, aggregated as
-    `loss_type` says.
+    """Policy loss `objective.policy` (the clipped surrogate by default) plus beta * KL,
+    aggregated as `objective.loss_type` says.
 
-    logps, old_logps, ref_logps and mask are [N, T]; advantages is [N]. old_logps None means
-    one update per rollout (ratio 1, gradient of the plain policy gradient); ref_logps None or
-    beta == 0 drops the KL term. `denominators` are what the aggregation and the token-mean
-    metrics divide by (None: the counts of these rows); `sampler_weights` [N, T] multiply each
-    token's surrogate (the
-    truncated importance weight of a sampler that differs from the trained network, see
-    `sampler_correction`). `ratio_level` `sequence` (GSPO) gives every token of a completion
-    the completion's ratio, the geometric mean of its token ratios. `policy`, `delta` and
-    `sapo_temperatures` (positive, negative advantages) choose and tune the per-token policy
-    loss (`src.grpo.policy_losses`). Returns the scalar loss and detached metrics.
+    The log-probs and mask are [N, T]; advantages is [N]. `denominators` are what the
+    aggregation and the token-mean metrics divide by (None: the counts of these rows);
+    `sampler_weights` [N, T] multiply each token's surrogate (the truncated importance weight
+    of a sampler that differs from the trained network, see `sampler_correction`). Ratio level
+    `sequence` (GSPO) gives every token of a completion the completion's ratio, the geometric
+    mean of its token ratios. Returns the scalar loss and detached metrics.
     """
+    loss_type, beta = objective.loss_type, objective.beta
     aggregation(loss_type)  # refuses an unknown name before any work
-    mask = mask.to(logps.dtype)
-    if old_logps is None:
-        old_logps = logps.detach()
+    current = logps.current
+    mask = mask.to(current.dtype)
+    old_logps = current.detach() if logps.old is None else logps.old
     adv = advantages.unsqueeze(1)
 
-    if ratio_level not in RATIO_LEVELS:
-        raise ValueError(f"ratio_level must be one of {RATIO_LEVELS}, got {ratio_level!r}")
-    log_ratio = logps - old_logps
-    if ratio_level == "sequence":  # GSPO: exp of the completion's mean token log-ratio
+    if objective.ratio_level not in RATIO_LEVELS:
+        raise ValueError(
+            f"ratio_level must be one of {RATIO_LEVELS}, got {objective.ratio_level!r}"
+        )
+    log_ratio = current - old_logps
+    if objective.ratio_level == "sequence":  # GSPO: exp of the completion's mean token log-ratio
         counts = mask.sum(dim=1, keepdim=True).clamp(min=1.0)
-        log_ratio = ((log_ratio * mask).sum(dim=1, keepdim=True) / counts).expand_as(logps)
+        log_ratio = ((log_ratio * mask).sum(dim=1, keepdim=True) / counts).expand_as(current)
     ratio = torch.exp(log_ratio)
-    if aggregation(loss_type) == "seq-mean-token-sum-norm" and max_completion_length is None:
+    longest = objective.max_completion_length
+    if aggregation(loss_type) == "seq-mean-token-sum-norm" and longest is None:
         raise ValueError(f"loss_type {loss_type!r} needs max_completion_length")
-    settings = LossSettings(epsilon_low, epsilon_high, delta, *sapo_temperatures)
-    surrogate = policy_loss(policy, ratio, adv, logps, settings)
+    surrogate = policy_loss(objective.policy, ratio, adv, current, objective.knobs)
     per_token = surrogate.per_token
     if sampler_weights is not None:
         per_token = per_token * sampler_weights
     counts = denominators or Denominators()
-    pg_loss = aggregate(per_token, mask, loss_type, max_completion_length, counts)
-    kl_penalty = logps.new_zeros(())
-    use_kl = ref_logps is not None and beta != 0.0
+    pg_loss = aggregate(per_token, mask, loss_type, longest, counts)
+    kl_penalty = current.new_zeros(())
+    use_kl = logps.ref is not None and beta != 0.0
     if use_kl:
-        kl = per_token_kl(logps, ref_logps)
-        kl_penalty = aggregate(beta * kl, mask, loss_type, max_completion_length, counts)
+        kl = per_token_kl(current, logps.ref)
+        kl_penalty = aggregate(beta * kl, mask, loss_type, longest, counts)
     loss = pg_loss + kl_penalty
 
     with torch.no_grad():
@@ -172,7 +193,7 @@ def grpo_loss(
             return (values.to(mask.dtype) * mask).sum() / tokens
 
         metrics = {
-            "kl": token_mean(kl) if use_kl else logps.new_zeros(()),
+            "kl": token_mean(kl) if use_kl else current.new_zeros(()),
             "clip_ratio/low_mean": token_mean(low),
             "clip_ratio/high_mean": token_mean(high),
             "clip_ratio/region_mean": token_mean(low | high),

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from src.grpo.advantages import ESTIMATORS, REWARD_AGGREGATIONS, SCALES
-from src.grpo.objective import LOSS_TYPES, RATIO_LEVELS
+from src.grpo.objective import LOSS_TYPES, RATIO_LEVELS, Objective
 from src.grpo.policy_losses import POLICY_LOSSES, LossSettings, settings_read
 from src.utils.errors import ConfigError, MissingFileError
 
@@ -88,6 +88,25 @@ class AlgoSettings:
     def uses_kl(self) -> bool:
         """Whether the loss has a KL term, and so a reference model is kept."""
         return self.kl_beta > 0
+
+    def knobs(self) -> LossSettings:
+        """The policy loss's clip, cap and temperatures, as `src.grpo.policy_losses` reads
+        them."""
+        return LossSettings(
+            **{knob.name: getattr(self, knob.name) for knob in dataclasses.fields(LossSettings)}
+        )
+
+    def objective(self, max_completion_length: int | None) -> Objective:
+        """What `grpo_loss` computes for these settings (`max_completion_length`: the run's,
+        for seq-mean-token-sum-norm)."""
+        return Objective(
+            loss_type=self.loss_type,
+            beta=self.kl_beta,
+            max_completion_length=max_completion_length,
+            ratio_level=self.importance_sampling_level,
+            policy=self.policy_loss,
+            knobs=self.knobs(),
+        )
 
     def unread(self) -> list[str]:
         """The policy-loss knobs set away from their defaults that `policy_loss` does not read

@@ -99,7 +99,8 @@ CASES = [
 
 @pytest.mark.parametrize(("trl_type", "policy", "loss_type", "settings"), CASES)
 def test_our_loss_and_its_gradient_equal_trls(trl_type, policy, loss_type, settings) -> None:
-    from src.grpo.objective import grpo_loss
+    from src.grpo.objective import Objective, TokenLogProbs, grpo_loss
+    from src.grpo.policy_losses import LossSettings
 
     options = {"beta": 0.0, "eps": (0.2, 0.2), "level": "token", "delta": None, "sapo": (1.0, 1.05)}
     options.update(settings)
@@ -117,13 +118,11 @@ def test_our_loss_and_its_gradient_equal_trls(trl_type, policy, loss_type, setti
                 logps, old, ref, advantages.unsqueeze(1), mask, loss_type=trl_type, **options
             )
         else:
-            value, _ = grpo_loss(
-                logps, old, ref, advantages, mask, beta=options["beta"],
-                epsilon_low=options["eps"][0], epsilon_high=options["eps"][1],
-                loss_type=loss_type, max_completion_length=MAX_LENGTH,
-                ratio_level=options["level"], policy=policy, delta=options["delta"],
-                sapo_temperatures=options["sapo"],
-            )  # fmt: skip
+            knobs = LossSettings(*options["eps"], options["delta"], *options["sapo"])
+            objective = Objective(
+                loss_type, options["beta"], MAX_LENGTH, options["level"], policy, knobs
+            )
+            value, _ = grpo_loss(TokenLogProbs(logps, old, ref), advantages, mask, objective)
         values.append(value.item())
         grads.append(torch.autograd.grad(value, logps)[0])
     assert values[1] == pytest.approx(values[0], rel=1e-5, abs=1e-7)

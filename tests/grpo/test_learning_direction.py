@@ -3,7 +3,7 @@
 import torch
 
 from src.grpo.advantages import group_advantages
-from src.grpo.objective import grpo_loss
+from src.grpo.objective import Objective, TokenLogProbs, grpo_loss
 from src.model.causal_lm import load_causal_lm
 from src.rollout.hf import HFSampler
 
@@ -21,9 +21,8 @@ def test_one_update_raises_rewarded_and_lowers_unrewarded_completions(tiny_lm):
 
     before = sequence_logps().detach()
     loss, _ = grpo_loss(
-        lm.log_probs(rollout)[0], None, None, advantages, mask,
-        beta=0.0, epsilon_low=0.2, epsilon_high=0.2, loss_type="grpo",
-    )  # fmt: skip
+        TokenLogProbs(lm.log_probs(rollout)[0]), advantages, mask, Objective("grpo")
+    )
     loss.backward()
     torch.optim.SGD(lm.parameters(), lr=0.05).step()
     change = sequence_logps().detach() - before

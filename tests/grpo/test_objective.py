@@ -1,12 +1,21 @@
 """Hand-computed checks of the GRPO objective (docs/objective.md)."""
 
 import math
+from dataclasses import replace
 
 import pytest
 import torch
 
 from src.grpo.advantages import group_advantages, keep_top_k
-from src.grpo.objective import Denominators, grpo_loss, per_token_kl, sampler_correction
+from src.grpo.objective import (
+    DEFAULT_KNOBS,
+    Denominators,
+    Objective,
+    TokenLogProbs,
+    grpo_loss,
+    per_token_kl,
+    sampler_correction,
+)
 
 REWARDS = torch.tensor([1.0, 0.0, 0.0, 0.0, 1.0, 1.0, 1.0, 1.0])
 
@@ -22,10 +31,9 @@ def loss(
     eps=(0.2, 0.2),
     max_len=None,
 ):
-    return grpo_loss(
-        logps, old, ref, advantages, mask,
-        beta=beta, epsilon_low=eps[0], epsilon_high=eps[1], loss_type=loss_type, max_completion_length=max_len,
-    )  # fmt: skip
+    knobs = replace(DEFAULT_KNOBS, epsilon_low=eps[0], epsilon_high=eps[1])
+    objective = Objective(loss_type, beta=beta, max_completion_length=max_len, knobs=knobs)
+    return grpo_loss(TokenLogProbs(logps, old, ref), advantages, mask, objective)
 
 
 def test_group_scale_divides_by_unbiased_group_std():
@@ -404,8 +412,8 @@ def test_token_losses_divide_by_the_given_token_count(loss_type):
     whole, _ = loss(logps, ADV, MASK, loss_type)
     halves = [
         grpo_loss(
-            logps[i : i + 1], None, None, ADV[i : i + 1], MASK[i : i + 1], beta=0.0,
-            epsilon_low=0.2, epsilon_high=0.2, loss_type=loss_type, denominators=Denominators(tokens=MASK.sum() / 2),
+            TokenLogProbs(logps[i : i + 1]), ADV[i : i + 1], MASK[i : i + 1],
+            Objective(loss_type), Denominators(tokens=MASK.sum() / 2),
         )[0]
         for i in range(2)
     ]  # fmt: skip
@@ -431,9 +439,8 @@ def test_sampler_weights_scale_each_tokens_surrogate():
     logps = torch.zeros(2, 3)
     plain, _ = loss(logps, ADV, MASK, "bnpo")
     doubled, _ = grpo_loss(
-        logps, None, None, ADV, MASK, beta=0.0, epsilon_low=0.2, epsilon_high=0.2,
-        loss_type="bnpo", sampler_weights=torch.full((2, 3), 2.0),
-    )  # fmt: skip
+        TokenLogProbs(logps), ADV, MASK, Objective("bnpo"), sampler_weights=torch.full((2, 3), 2.0)
+    )
     assert doubled.item() == pytest.approx(2 * plain.item())
 
 
@@ -446,8 +453,8 @@ def test_sequence_level_ratio_is_the_geometric_mean_of_a_completions_token_ratio
     old = torch.tensor([[-1.2, -1.6, 0.0], [-0.5, -0.7, -0.3]])
     mask = torch.tensor([[1.0, 1.0, 0.0], [1.0, 1.0, 1.0]])
     value, metrics = grpo_loss(
-        logps, old, None, torch.tensor([1.0, -1.0]), mask,
-        beta=0.0, epsilon_low=0.2, epsilon_high=0.2, loss_type="grpo", ratio_level="sequence",
+        TokenLogProbs(logps, old), torch.tensor([1.0, -1.0]), mask,
+        Objective("grpo", ratio_level="sequence"),
     )  # fmt: skip
     ratio = math.exp(-0.1)
     assert value.item() == pytest.approx((1 - ratio) / 2)
@@ -463,15 +470,15 @@ def test_sequence_level_ratio_on_policy_is_the_token_level_loss():
     grads = []
     for level in ("token", "sequence"):
         value, _ = grpo_loss(
-            logps, None, None, torch.tensor([1.0, -1.0]), mask,
-            beta=0.0, epsilon_low=0.2, epsilon_high=0.2, loss_type="dapo", ratio_level=level,
+            TokenLogProbs(logps), torch.tensor([1.0, -1.0]), mask,
+            Objective("dapo", ratio_level=level),
         )  # fmt: skip
         grads.append(torch.autograd.grad(value, logps)[0])
     assert torch.allclose(grads[0], grads[1])
     with pytest.raises(ValueError, match="ratio_level"):
         grpo_loss(
-            logps, None, None, torch.tensor([1.0, -1.0]), mask,
-            beta=0.0, epsilon_low=0.2, epsilon_high=0.2, loss_type="grpo", ratio_level="group",
+            TokenLogProbs(logps), torch.tensor([1.0, -1.0]), mask,
+            Objective("grpo", ratio_level="group"),
         )  # fmt: skip
 
 
@@ -484,20 +491,17 @@ def test_parts_divided_by_the_whole_counts_add_up_to_the_whole(loss_type):
     ref = logps + 0.1
     mask = torch.tensor([[1.0, 1.0, 0.0], [1.0, 1.0, 1.0], [1.0, 0.0, 0.0]])
     adv = torch.tensor([1.0, -0.5, 0.7])
-    options = {"beta": 0.1, "epsilon_low": 0.2, "epsilon_high": 0.2, "loss_type": loss_type}
-    options["max_completion_length"] = 3
-    whole, whole_metrics = grpo_loss(logps, old, ref, adv, mask, **options)
+    objective = Objective(loss_type, beta=0.1, max_completion_length=3)
+    whole, whole_metrics = grpo_loss(TokenLogProbs(logps, old, ref), adv, mask, objective)
     counts = Denominators(tokens=mask.sum(), sequences=3, metric_tokens=mask.sum())
     parts = [
         grpo_loss(
-            logps[rows],
-            old[rows],
-            ref[rows],
+            TokenLogProbs(logps[rows], old[rows], ref[rows]),
             adv[rows],
             mask[rows],
-            denominators=counts,
-            **options,
-        )  # fmt: skip
+            objective,
+            counts,
+        )
         for rows in (slice(0, 1), slice(1, 3))
     ]
     assert sum(part[0] for part in parts).item() == pytest.approx(whole.item())

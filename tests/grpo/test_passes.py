@@ -8,7 +8,7 @@ import pytest
 import torch
 
 import src.grpo.module as grpo_module
-from src.grpo.objective import grpo_loss
+from src.grpo.objective import Objective, TokenLogProbs, grpo_loss
 from src.grpo.passes import pass_cost, row_runs, token_passes
 from src.rollout.rollout import Rollout
 from tests.grpo.test_module import change, make_module
@@ -140,7 +140,13 @@ def assert_both_are(one, many, lm, inputs, options) -> None:
     (rollout, old, ref, advantages, mask) with `options`."""
     rollout, old, ref, advantages, mask = inputs
     lm.zero_grad()
-    expected, _ = grpo_loss(lm.log_probs(rollout)[0], old, ref, advantages, mask, **options)
+    expected, _ = grpo_loss(
+        TokenLogProbs(lm.log_probs(rollout)[0], old, ref),
+        advantages,
+        mask,
+        Objective(options["loss_type"], beta=options["beta"]),
+        sampler_weights=options.get("sampler_weights"),
+    )
     expected.backward()
     assert one[1] == pytest.approx(expected.item(), rel=1e-5)
     assert many[1] == pytest.approx(expected.item(), rel=1e-5)
@@ -170,7 +176,7 @@ def test_truncated_completions_leave_the_loss_in_every_pass(rollout_and_lm, loss
     one = update(*args, budget=None, **options)
     many = update(*args, budget=12, **options)
     kept = rollout.completion_mask * (~cut).unsqueeze(1)
-    loss = {"beta": kl_beta, "epsilon_low": 0.2, "epsilon_high": 0.2, "loss_type": loss_type}
+    loss = {"beta": kl_beta, "loss_type": loss_type}
     assert_both_are(one, many, lm, (rollout, old, ref, advantages, kept), loss)
     unmasked = update(*args, budget=None, loss_type=loss_type, kl_beta=kl_beta)
     assert unmasked[1] != pytest.approx(one[1], rel=1e-3)  # the cut rows counted before
@@ -195,7 +201,7 @@ def test_only_high_entropy_tokens_keep_their_policy_term_in_every_pass(rollout_a
     threshold = torch.quantile(entropy[counted], 0.6)
     kept = ((entropy >= threshold) & counted).float()
     assert 0.3 < kept.sum() / counted.sum() < 0.5
-    loss = {"beta": kl_beta, "epsilon_low": 0.2, "epsilon_high": 0.2, "loss_type": "token-mean"}
+    loss = {"beta": kl_beta, "loss_type": "token-mean"}
     inputs = (rollout, old, ref, advantages, rollout.completion_mask)
     assert_both_are(one, many, lm, inputs, {**loss, "sampler_weights": kept})
     everything = update(*args, budget=None, loss_type="token-mean", kl_beta=kl_beta)

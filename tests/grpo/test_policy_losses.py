@@ -4,22 +4,30 @@ and the aggregation names."""
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import pytest
 import torch
 
-from src.grpo.objective import AGGREGATIONS, TRL_LOSS_TYPES, aggregation, grpo_loss
+from src.grpo.objective import (
+    AGGREGATIONS,
+    DEFAULT_KNOBS,
+    TRL_LOSS_TYPES,
+    Objective,
+    TokenLogProbs,
+    aggregation,
+    grpo_loss,
+)
 from src.grpo.policy_losses import POLICY_LOSSES, LossSettings, policy_loss
 
 MASK = torch.ones(2, 2)
 
 
-def run(logps, old, advantages, mask=MASK, loss_type="token-mean", **options):
-    return grpo_loss(
-        logps, old, None, advantages, mask, beta=0.0,
-        epsilon_low=options.pop("epsilon_low", 0.2), epsilon_high=options.pop("epsilon_high", 0.2),
-        loss_type=loss_type, max_completion_length=4, **options,
-    )  # fmt: skip
+def run(logps, old, advantages, mask=MASK, loss_type="token-mean", policy="clip", **knobs):
+    objective = Objective(
+        loss_type, max_completion_length=4, policy=policy, knobs=replace(DEFAULT_KNOBS, **knobs)
+    )
+    return grpo_loss(TokenLogProbs(logps, old), advantages, mask, objective)
 
 
 def test_the_registry_holds_the_three_losses_and_refuses_others() -> None:
@@ -62,7 +70,7 @@ def test_sapo_gates_smoothly_with_one_temperature_per_sign() -> None:
     mask = torch.tensor([[1.0, 0.0], [1.0, 0.0]])
     value, metrics = run(
         logps, old, torch.tensor([1.0, -1.0]), mask, "seq-mean-token-mean",
-        policy="sapo", sapo_temperatures=(1.0, 1.05),
+        policy="sapo", sapo_temperature_pos=1.0, sapo_temperature_neg=1.05,
     )  # fmt: skip
     rho = math.exp(0.5)
     s = 1 / (1 + math.exp(-(rho - 1)))
