@@ -167,8 +167,9 @@ class GRPOModule(L.LightningModule):
     def grpo_step(
         self, batch: list[dict[str, Any]], timing: Callable[[], dict[str, float]]
     ) -> None:
-        """One rollout and its updates; `timing` gives the seconds per phase so far
-        (`timing/<phase>`), logged with each update's metrics.
+        """One rollout and its updates, phase by phase: roll out, score (advantages), the old
+        and reference log-probs, then `algo.num_iterations` updates; `timing` gives the
+        seconds per phase so far (`timing/<phase>`), logged with each update's metrics.
 
         On several processes each rolls out its share of the global batch (every prompt's G
         completions on one process); rewards and rollout statistics are gathered, so the
@@ -177,79 +178,23 @@ class GRPOModule(L.LightningModule):
         episode, sampling = self.rollout_groups(batch)
         rollout = episode.rollout
         record = RolloutRecord.of(episode).gathered()  # every process's rows, in rank order
-        if self.settings.multi_objective_aggregation == "normalize_then_sum":
-            everyone = normalize_then_sum(
-                record.parts, self.reward.weights, self.settings.group_size
-            )
-        else:
-            everyone = estimate_advantages(
-                self.settings.advantage_estimator,
-                record.rewards,
-                self.settings.group_size,
-                record.lengths,
-                self.settings.scale_rewards,
-            )
-        everyone = keep_top_k(
-            everyone, record.rewards, self.settings.group_size, self.settings.top_k_ratio
-        )
-        first = rank() * len(episode.rewards)  # every process holds as many rows
-        advantages = everyone[first : first + len(episode.rewards)].to(self.device)
-        # cut completions count in the baselines above and leave the loss below
-        if self.settings.mask_truncated_completions:
-            advantages = advantages.masked_fill(rollout.is_clipped.to(self.device), 0.0)
-        old_logps = None
-        with phase("log_probs"):
-            if self.settings.num_iterations > 1 or self.corrects_sampler(rollout):
-                with torch.no_grad():
-                    old_logps = self.lm.log_probs(rollout, self.temperature)[0]
-            ref_logps = reference_log_probs(self.reference, rollout, self.temperature)
-        statistics = {**rollout_metrics(record, self.settings.group_size), **sampling}
-        nothing_to_learn = self.tied.observe(
-            statistics["frac_reward_zero_std"], self.settings.group_size
-        )
-        if nothing_to_learn and rank() == 0:
-            log.warning(nothing_to_learn)
-        statistics["tied_rollouts"] = self.tied.in_a_row
-        tokens = rollout.prompt_mask.sum() + rollout.completion_mask.sum()
-        self.num_tokens += int(sum_over_processes({"tokens": tokens})["tokens"])
-
-        optimizer = self.optimizers()
-        scheduler = self.lr_schedulers()
+        everyone, advantages = self.score(record, rollout, len(episode.rewards))
+        old_logps, ref_logps = self.fixed_log_probs(rollout)
+        statistics = self.rollout_statistics(record, rollout, sampling)
         for _ in range(self.settings.num_iterations):
             if self.global_step >= self.trainer.max_steps > 0:
                 break  # max_steps falls inside this rollout's updates
-            optimizer.zero_grad()
-            loss, loss_metrics, weights = self.accumulate_gradients(
-                rollout, advantages, old_logps, ref_logps
-            )
-            with phase("update"):
-                grad_norm = torch.tensor(float("nan"))
-                # a loss that is not finite on any process is not finite on all of them
-                reduced = reduce_loss_metrics(loss, loss_metrics, weights)
-                if math.isfinite(reduced["loss"]):
-                    if isinstance(self.trainer.strategy, DDPStrategy):
-                        average_gradients(self.lm.trainable_parameters())
-                    grad_norm = self.clipped_gradient_norm(optimizer)
-                finite = math.isfinite(reduced["loss"]) and bool(torch.isfinite(grad_norm))
-                if finite:
-                    learning_rate = optimizer.param_groups[0]["lr"]
-                    optimizer.step()
-                    if scheduler is not None:
-                        scheduler.step()
-                    self.sampler.sync(self.lm)  # e.g. vLLM loads the new adapter
-                else:
-                    optimizer.zero_grad()  # the weights and optimizer state stay as they were
-            if not finite:
-                self.nonfinite.skip(self.global_step + 1, reduced["loss"], float(grad_norm))
+            update = self.optimizer_update(rollout, advantages, old_logps, ref_logps)
+            reduced = update["reduced"]
+            if update["skipped"]:
                 continue
-            self.nonfinite.passed()
             metrics = {
                 **timing(),
                 **statistics,
                 **reduced,
-                "grad_norm": float(grad_norm),
+                "grad_norm": update["grad_norm"],
                 "skipped_steps": self.nonfinite.skipped,
-                "learning_rate": learning_rate,
+                "learning_rate": update["learning_rate"],
                 "num_tokens": self.num_tokens,
                 "mean_advantage": float(everyone.mean()),
                 "step_time": time.perf_counter() - started,
@@ -269,6 +214,104 @@ class GRPOModule(L.LightningModule):
             rows = sample_rows(episode, advantages, self.settings.group_size, self.global_step)
             rows = [row for part in gather_objects(rows) for row in part]
             log_samples_table(self.loggers, rows, self.global_step)
+
+    def score(self, record: RolloutRecord, rollout: Rollout, rows: int) -> tuple[Tensor, Tensor]:
+        """The advantages of the global batch (`record`: every process's rewards) and of this
+        process's `rows`, on its device: the registered estimator's (or GDPO's per-function
+        normalisation), the best `top_k_ratio` of each group kept, and with
+        `mask_truncated_completions` cut completions' set to 0 after they counted in the
+        baselines."""
+        settings = self.settings
+        if settings.multi_objective_aggregation == "normalize_then_sum":
+            everyone = normalize_then_sum(record.parts, self.reward.weights, settings.group_size)
+        else:
+            everyone = estimate_advantages(
+                settings.advantage_estimator,
+                record.rewards,
+                settings.group_size,
+                record.lengths,
+                settings.scale_rewards,
+            )
+        everyone = keep_top_k(everyone, record.rewards, settings.group_size, settings.top_k_ratio)
+        first = rank() * rows  # every process holds as many rows
+        advantages = everyone[first : first + rows].to(self.device)
+        if settings.mask_truncated_completions:
+            advantages = advantages.masked_fill(rollout.is_clipped.to(self.device), 0.0)
+        return everyone, advantages
+
+    def fixed_log_probs(self, rollout: Rollout) -> tuple[Tensor | None, Tensor | None]:
+        """The log-probs that stay fixed over this rollout's updates: the sampling policy's
+        (with several updates per rollout, or a sampler to correct for; None otherwise: ratio
+        1) and the reference's (None without a KL term)."""
+        old_logps = None
+        with phase("log_probs"):
+            if self.settings.num_iterations > 1 or self.corrects_sampler(rollout):
+                with torch.no_grad():
+                    old_logps = self.lm.log_probs(rollout, self.temperature)[0]
+            ref_logps = reference_log_probs(self.reference, rollout, self.temperature)
+        return old_logps, ref_logps
+
+    def rollout_statistics(
+        self, record: RolloutRecord, rollout: Rollout, sampling: dict[str, float]
+    ) -> dict[str, float]:
+        """The rollout's logged figures (rewards, lengths, ties, sampling rounds), a warning
+        when groups have tied too many steps in a row, and the tokens seen so far counted."""
+        statistics = {**rollout_metrics(record, self.settings.group_size), **sampling}
+        nothing_to_learn = self.tied.observe(
+            statistics["frac_reward_zero_std"], self.settings.group_size
+        )
+        if nothing_to_learn and rank() == 0:
+            log.warning(nothing_to_learn)
+        statistics["tied_rollouts"] = self.tied.in_a_row
+        tokens = rollout.prompt_mask.sum() + rollout.completion_mask.sum()
+        self.num_tokens += int(sum_over_processes({"tokens": tokens})["tokens"])
+        return statistics
+
+    def optimizer_update(
+        self,
+        rollout: Rollout,
+        advantages: Tensor,
+        old_logps: Tensor | None,
+        ref_logps: Tensor | None,
+    ) -> dict[str, Any]:
+        """One optimizer update: gradients over the passes, reduced over processes, clipped,
+        and the step taken, or skipped (weights and optimizer state unchanged) where the loss
+        or the gradient norm is not finite. Returns the reduced loss and metrics (`reduced`),
+        `grad_norm`, `learning_rate` and whether it was `skipped`."""
+        optimizer = self.optimizers()
+        scheduler = self.lr_schedulers()
+        optimizer.zero_grad()
+        loss, loss_metrics, weights = self.accumulate_gradients(
+            rollout, advantages, old_logps, ref_logps
+        )
+        learning_rate = float("nan")
+        with phase("update"):
+            grad_norm = torch.tensor(float("nan"))
+            # a loss that is not finite on any process is not finite on all of them
+            reduced = reduce_loss_metrics(loss, loss_metrics, weights)
+            if math.isfinite(reduced["loss"]):
+                if isinstance(self.trainer.strategy, DDPStrategy):
+                    average_gradients(self.lm.trainable_parameters())
+                grad_norm = self.clipped_gradient_norm(optimizer)
+            finite = math.isfinite(reduced["loss"]) and bool(torch.isfinite(grad_norm))
+            if finite:
+                learning_rate = optimizer.param_groups[0]["lr"]
+                optimizer.step()
+                if scheduler is not None:
+                    scheduler.step()
+                self.sampler.sync(self.lm)  # e.g. vLLM loads the new adapter
+            else:
+                optimizer.zero_grad()  # the weights and optimizer state stay as they were
+        if finite:
+            self.nonfinite.passed()
+        else:
+            self.nonfinite.skip(self.global_step + 1, reduced["loss"], float(grad_norm))
+        return {
+            "reduced": reduced,
+            "grad_norm": float(grad_norm),
+            "learning_rate": learning_rate,
+            "skipped": not finite,
+        }
 
     def rollout_groups(self, batch: list[dict[str, Any]]) -> tuple[Episode, dict[str, float]]:
         """This step's episode: its prompts' groups; with `sampling_rounds` > 1 (DAPO's dynamic
