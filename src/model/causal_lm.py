@@ -489,16 +489,7 @@ def load_causal_lm(
     if builder is not None and not (Path(name_or_path) / "config.json").exists():
         log.info("Building model folder %s", name_or_path)
         builder(name_or_path)
-    looks_local = Path(name_or_path).is_absolute() or name_or_path.startswith(".")
-    if looks_local and not Path(name_or_path).is_dir():
-        raise MissingFileError(
-            f"model.name_or_path: no model folder at {name_or_path}; "
-            "point it to a folder holding config.json"
-        )
-    if adapter_path is not None and not (Path(adapter_path) / "adapter_config.json").is_file():
-        raise MissingFileError(
-            f"model.adapter_path: no LoRA adapter (adapter_config.json) in {adapter_path}"
-        )
+    check_model_folders(name_or_path, adapter_path)
     name_or_path, source_kwargs = resolve_pretrained(name_or_path, offline_fallback)
     kwargs: dict[str, Any] = {
         "dtype": DTYPES[dtype],
@@ -527,7 +518,39 @@ def load_causal_lm(
     network.train()  # from_pretrained returns eval mode; this network is loaded to be trained
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token
-    # Non-reentrant checkpointing works with frozen inputs (LoRA) and several backward passes.
+    network = prepared_for_training(network, gradient_checkpointing, load_in_4bit)
+    if adapter_path is not None:
+        from peft import PeftModel
+
+        network = PeftModel.from_pretrained(network, adapter_path, is_trainable=True)
+    elif lora:
+        from peft import LoraConfig, get_peft_model
+
+        network = get_peft_model(network, LoraConfig(task_type="CAUSAL_LM", **lora))
+    return CausalLM(network, tokenizer, max_prompt_length, lean_activations, compile)
+
+
+def check_model_folders(name_or_path: str, adapter_path: str | None) -> None:
+    """`MissingFileError` naming the key for a local model folder that is not there, or an
+    adapter folder without its adapter_config.json, before anything loads."""
+    looks_local = Path(name_or_path).is_absolute() or name_or_path.startswith(".")
+    if looks_local and not Path(name_or_path).is_dir():
+        raise MissingFileError(
+            f"model.name_or_path: no model folder at {name_or_path}; "
+            "point it to a folder holding config.json"
+        )
+    if adapter_path is not None and not (Path(adapter_path) / "adapter_config.json").is_file():
+        raise MissingFileError(
+            f"model.adapter_path: no LoRA adapter (adapter_config.json) in {adapter_path}"
+        )
+
+
+def prepared_for_training(
+    network: nn.Module, gradient_checkpointing: bool, load_in_4bit: bool
+) -> nn.Module:
+    """The loaded network with gradient checkpointing where asked (non-reentrant: it works
+    with frozen inputs, LoRA, and several backward passes) and, for 4-bit weights, peft's
+    preparation for training with them kept differentiable on the CPU."""
     checkpointing = {"use_reentrant": False}
     if gradient_checkpointing:
         network.gradient_checkpointing_enable(gradient_checkpointing_kwargs=checkpointing)
@@ -540,15 +563,7 @@ def load_causal_lm(
             use_gradient_checkpointing=gradient_checkpointing,
             gradient_checkpointing_kwargs=checkpointing,
         )
-    if adapter_path is not None:
-        from peft import PeftModel
-
-        network = PeftModel.from_pretrained(network, adapter_path, is_trainable=True)
-    elif lora:
-        from peft import LoraConfig, get_peft_model
-
-        network = get_peft_model(network, LoraConfig(task_type="CAUSAL_LM", **lora))
-    return CausalLM(network, tokenizer, max_prompt_length, lean_activations, compile)
+    return network
 
 
 def keep_4bit_differentiable_on_cpu(network: nn.Module) -> None:
