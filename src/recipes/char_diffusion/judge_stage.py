@@ -29,6 +29,7 @@ from __future__ import annotations
 import logging
 import random
 from collections.abc import Callable
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -339,134 +340,169 @@ def train_judge(
     datamodule: CharWindowDataModule,
     loggers: list[Any],
     untrained: bool = False,
-    *,
-    model: dict[str, Any],
-    negatives: dict[str, float],
-    temperatures: list[float],
-    max_swaps: int,
-    max_steps: int,
-    batch_size: int,
-    optimizer: Callable[..., torch.optim.Optimizer],
-    warmup_steps: int,
-    eval_every_n_steps: int,
-    replay: list[str] | None = None,
-    init: str | None = None,
-    name: str = "judge",
-    replay_temperatures: list[float] | None = None,
-    worse_only: bool = False,
-    better_as_real: bool = False,
-    from_generator: bool = False,
-    char_loss: float = 0.0,
-    window_loss: float = 1.0,
-    char_on_real: bool = True,
+    **settings: Any,
 ) -> dict[str, Any]:
-    """Train a judge (`model`: its architecture, or `init`'s judge continued) against the
-    generator of `cfg.generator_checkpoint`, its early snapshot and the generators saved in
-    the `replay` folders (at `replay_temperatures`, or `temperatures` when None); save it
-    into `folder`. With `worse_only`, a generated negative counts only when it restores fewer
-    masked characters than the pretrained generator's greedy fill, and with `better_as_real`
-    one restoring more is labelled real (`Corruptor.made`).
-    With `from_generator` the judge's encoder starts as a copy of the generator's
-    (`judge_from_generator`). With `char_loss` above 0 the judge has a character head,
-    trained with that weight beside the window loss's `window_loss` (on the real windows'
-    characters too with `char_on_real`). `untrained` saves it as initialised (a dry run). Metrics are
-    named `<name>/...`. Returns what the stage did."""
-    replay = list(replay or [])
-    negatives = {kind: share for kind, share in negatives.items() if kind != "replay" or replay}
-    unknown = set(negatives) - set(KINDS)
-    if unknown or not any(share > 0 for share in negatives.values()):
-        raise ConfigError(
-            f"stages.judge.train.negatives must give positive shares to some of {KINDS}, "
-            f"got {negatives}"
-        )
-    if not isinstance(from_generator, bool):
-        raise ConfigError(
-            f"stages.judge.train.from_generator must be true or false, got {from_generator!r}"
-        )
-    if not non_negative(char_loss):
-        raise ConfigError(
-            f"stages.judge.train.char_loss must be a number >= 0 (0: no character head), "
-            f"got {char_loss!r}"
-        )
-    if not (non_negative(window_loss) and window_loss + char_loss > 0):
-        raise ConfigError(
-            f"stages.judge.train.window_loss must be a number >= 0, above 0 unless "
-            f"stages.judge.train.char_loss is, got {window_loss!r}"
-        )
-    if not isinstance(char_on_real, bool):
-        raise ConfigError(
-            f"stages.judge.train.char_on_real must be true or false, got {char_on_real!r}"
-        )
-    model = {**model, "char_head": char_loss > 0}
-    torch.manual_seed(cfg.seed)
-    if init:
-        judge = load_char_judge(init).train().requires_grad_(True)
-        if (judge.char_head is not None) != (char_loss > 0):
+    """The judge stage (`stages.judge.train`, a partial over its settings): `settings` become
+    a checked `JudgeTraining`, which trains the judge into `folder` (as initialised with
+    `untrained`, a dry run). Returns what the stage did."""
+    return JudgeTraining(**settings).checked().run(folder, cfg, datamodule, loggers, untrained)
+
+
+@dataclass(frozen=True)
+class JudgeTraining:
+    """How a judge is trained (`stages.judge.train.*`, each key's comment in
+    conf/task/char_diffusion.yaml): `model` its architecture, or `init`'s judge continued,
+    against the generator of `cfg.generator_checkpoint`, its early snapshot and the generators
+    saved in the `replay` folders (at `replay_temperatures`, or `temperatures` when None).
+    With `worse_only`, a generated negative counts only when it restores fewer masked
+    characters than the pretrained generator's greedy fill, and with `better_as_real` one
+    restoring more is labelled real (`Corruptor.made`). With `from_generator` the judge's
+    encoder starts as a copy of the generator's (`judge_from_generator`). With `char_loss`
+    above 0 the judge has a character head, trained with that weight beside the window loss's
+    `window_loss` (on the real windows' characters too with `char_on_real`). Metrics are named
+    `<name>/...`."""
+
+    model: dict[str, Any]
+    negatives: dict[str, float]
+    temperatures: list[float]
+    max_swaps: int
+    max_steps: int
+    batch_size: int
+    optimizer: Callable[..., torch.optim.Optimizer]
+    warmup_steps: int
+    eval_every_n_steps: int
+    replay: list[str] | None = None
+    init: str | None = None
+    name: str = "judge"
+    replay_temperatures: list[float] | None = None
+    worse_only: bool = False
+    better_as_real: bool = False
+    from_generator: bool = False
+    char_loss: float = 0.0
+    window_loss: float = 1.0
+    char_on_real: bool = True
+
+    def checked(self) -> JudgeTraining:
+        """These settings, with a negative kind that cannot be drawn (replay without replay
+        folders) left out; `ConfigError` naming the key for one that cannot work."""
+        replay = list(self.replay or [])
+        negatives = {
+            kind: share for kind, share in self.negatives.items() if kind != "replay" or replay
+        }
+        unknown = set(negatives) - set(KINDS)
+        if unknown or not any(share > 0 for share in negatives.values()):
             raise ConfigError(
-                f"stages.judge.train.char_loss={char_loss} does not fit the judge continued from "
-                f"{init}, which {'has' if judge.char_head is not None else 'has no'} character "
-                "head; keep the char_loss it was trained with"
+                f"stages.judge.train.negatives must give positive shares to some of {KINDS}, "
+                f"got {negatives}"
             )
-    elif from_generator:
-        judge = judge_from_generator(build(cfg.model), model)
-    else:
-        judge = CharJudge(max_length=datamodule.window, **model)
-    if untrained:
+        for key in ("from_generator", "char_on_real"):
+            if not isinstance(getattr(self, key), bool):
+                raise ConfigError(
+                    f"stages.judge.train.{key} must be true or false, got {getattr(self, key)!r}"
+                )
+        if not non_negative(self.char_loss):
+            raise ConfigError(
+                f"stages.judge.train.char_loss must be a number >= 0 (0: no character head), "
+                f"got {self.char_loss!r}"
+            )
+        if not (non_negative(self.window_loss) and self.window_loss + self.char_loss > 0):
+            raise ConfigError(
+                f"stages.judge.train.window_loss must be a number >= 0, above 0 unless "
+                f"stages.judge.train.char_loss is, got {self.window_loss!r}"
+            )
+        return replace(self, replay=replay, negatives=negatives)
+
+    def run(
+        self,
+        folder: Path,
+        cfg: DictConfig,
+        datamodule: CharWindowDataModule,
+        loggers: list[Any],
+        untrained: bool,
+    ) -> dict[str, Any]:
+        """Train the judge and save it into `folder` (as initialised when `untrained`)."""
+        torch.manual_seed(cfg.seed)
+        judge = self.initial_judge(cfg, datamodule)
+        if untrained:
+            judge.save(folder)
+            return {"steps": 0, "untrained": True}
+        module = JudgeModule(
+            judge,
+            self.corruptor(cfg, datamodule, judge),
+            self.optimizer,
+            self.max_steps,
+            self.warmup_steps,
+            cfg.seed,
+            self.name,
+            float(self.char_loss),
+            float(self.window_loss),
+            self.char_on_real,
+        )
+        log.info(
+            "Char judge: %d steps against %s%s",
+            self.max_steps,
+            cfg.generator_checkpoint,
+            f" and {len(self.replay)} earlier rounds' policies" if self.replay else "",
+        )
+        steps = fit_stage(
+            module,
+            self.name,
+            datamodule,
+            loggers,
+            cfg.trainer.accelerator,
+            max_steps=self.max_steps,
+            batch_size=self.batch_size,
+            eval_every_n_steps=self.eval_every_n_steps,
+            seed=cfg.seed + 1,
+        )
         judge.save(folder)
-        return {"steps": 0, "untrained": True}
-    generator_folder = Path(str(cfg.generator_checkpoint))
-    pretrained = build(cfg.model).eval().requires_grad_(False)
-    early = generator_folder / EARLY
-    generators = {
-        "generated": [pretrained],
-        "early": [frozen_generator(early) if early.is_dir() else pretrained],
-        "replay": [frozen_generator(Path(policy)) for policy in replay],
-    }
-    corruptor = Corruptor(
-        generators,
-        temperatures,
-        float(cfg.rollout.top_p),
-        datamodule.remasked,
-        datamodule.mask_char,
-        negatives,
-        max_swaps,
-        replay_temperatures,
-        worse_only,
-        better_as_real,
-        int(cfg.rollout.denoising_steps),  # negatives are drawn as GRPO's sampler draws
-        judge.sees_mask,
-    )
-    module = JudgeModule(
-        judge,
-        corruptor,
-        optimizer,
-        max_steps,
-        warmup_steps,
-        cfg.seed,
-        name,
-        float(char_loss),
-        float(window_loss),
-        char_on_real,
-    )
-    log.info(
-        "Char judge: %d steps against %s%s",
-        max_steps,
-        generator_folder,
-        f" and {len(replay)} earlier rounds' policies" if replay else "",
-    )
-    steps = fit_stage(
-        module,
-        name,
-        datamodule,
-        loggers,
-        cfg.trainer.accelerator,
-        max_steps=max_steps,
-        batch_size=batch_size,
-        eval_every_n_steps=eval_every_n_steps,
-        seed=cfg.seed + 1,
-    )
-    judge.save(folder)
-    return {"steps": steps, **module.last_val}
+        return {"steps": steps, **module.last_val}
+
+    def initial_judge(self, cfg: DictConfig, datamodule: CharWindowDataModule) -> CharJudge:
+        """The judge before training: `init`'s continued (its character head must fit
+        `char_loss`), a copy of the generator's encoder, or a fresh one of `model`."""
+        model = {**self.model, "char_head": self.char_loss > 0}
+        if self.init:
+            judge = load_char_judge(self.init).train().requires_grad_(True)
+            if (judge.char_head is not None) != (self.char_loss > 0):
+                raise ConfigError(
+                    f"stages.judge.train.char_loss={self.char_loss} does not fit the judge "
+                    f"continued from {self.init}, which "
+                    f"{'has' if judge.char_head is not None else 'has no'} character head; "
+                    "keep the char_loss it was trained with"
+                )
+            return judge
+        if self.from_generator:
+            return judge_from_generator(build(cfg.model), model)
+        return CharJudge(max_length=datamodule.window, **model)
+
+    def corruptor(
+        self, cfg: DictConfig, datamodule: CharWindowDataModule, judge: CharJudge
+    ) -> Corruptor:
+        """What makes the judge's negatives: the pretrained generator, its early snapshot
+        (the pretrained one where none was kept) and the replayed policies, drawn as GRPO's
+        sampler draws."""
+        pretrained = build(cfg.model).eval().requires_grad_(False)
+        early = Path(str(cfg.generator_checkpoint)) / EARLY
+        generators = {
+            "generated": [pretrained],
+            "early": [frozen_generator(early) if early.is_dir() else pretrained],
+            "replay": [frozen_generator(Path(policy)) for policy in self.replay or []],
+        }
+        return Corruptor(
+            generators,
+            self.temperatures,
+            float(cfg.rollout.top_p),
+            datamodule.remasked,
+            datamodule.mask_char,
+            self.negatives,
+            self.max_swaps,
+            self.replay_temperatures,
+            self.worse_only,
+            self.better_as_real,
+            int(cfg.rollout.denoising_steps),
+            judge.sees_mask,
+        )
 
 
 def judge_from_generator(generator: CharDiffusionNetwork, model: dict[str, Any]) -> CharJudge:
