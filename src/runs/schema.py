@@ -14,6 +14,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from hydra.utils import get_object
 from lightning.pytorch.strategies import StrategyRegistry
 from omegaconf import DictConfig, OmegaConf
 
@@ -207,32 +208,6 @@ SETTINGS: dict[str, Setting | AnyOf] = {
     "sft.check_size": whole(1),
     "sft.check_every_n_steps": whole(1),
     "sft.stop_at_reward": number(nullable=True),
-    # the character-diffusion task and model
-    "data.window": whole(1),
-    "data.mask_ratio": number(0, 1, above=True, below=True),
-    "data.min_span": whole(1),
-    "data.max_span": whole(1),
-    "data.mask_char": TEXT,
-    "model.mask_char": TEXT,
-    "policy.mask_char": TEXT,
-    "data.source.seed": whole(),
-    "model.seed": whole(),
-    "data.source.low": whole(),
-    "data.source.high": whole(),
-    "model.builder.*": whole(0),
-    "model.hidden_size": whole(1),
-    "model.intermediate_size": whole(1),
-    "model.num_heads": whole(1),
-    "model.num_layers": whole(1),
-    "model.max_length": whole(1),
-    "model.dropout": number(0, 1),
-    # adversarial rounds of a judge (task=char_diffusion)
-    "rounds.count": whole(1),
-    "rounds.stage": TEXT,
-    "rounds.grpo_steps": whole(1),
-    "rounds.judge_steps": whole(1),
-    "rounds.replay_share": number(0, 1, below=True),
-    "rounds.cache_dir": TEXT,
     # the policy role
     "policy.template": TEXT,
     "policy.sft_target": ANY_TEXT,
@@ -292,6 +267,23 @@ SETTINGS: dict[str, Setting | AnyOf] = {
 }
 
 
+def all_settings(cfg: DictConfig) -> dict[str, Setting | AnyOf]:
+    """`SETTINGS` and the tables the config's task names under `settings_tables` (dotted
+    names of `dict[str, Setting]` beside a recipe's code, such as task=char_diffusion's: a
+    recipe declares its own keys, and this module names none of them)."""
+    found = dict(SETTINGS)
+    names = value_at(cfg, "settings_tables")
+    for name in [] if names is MISSING or names is None else names:
+        try:
+            table = get_object(str(name))
+        except (ImportError, AttributeError, ValueError) as error:
+            raise ConfigError(
+                f"settings_tables: cannot import {name} ({error}); name a dict of settings"
+            ) from None
+        found.update(table)
+    return found
+
+
 def value_at(cfg: DictConfig, key: str) -> Any:
     """The resolved value of a dotted key, or `MISSING` where the config has no such key."""
     node: Any = cfg
@@ -345,8 +337,9 @@ def setting_of(
 
 
 def check_schema(cfg: DictConfig, settings: dict[str, Setting | AnyOf] | None = None) -> None:
-    """Raise `ConfigError` for the first key whose value `SETTINGS` does not allow."""
-    for pattern, setting in (settings or SETTINGS).items():
+    """Raise `ConfigError` for the first key whose value `SETTINGS` (or the task's own
+    `settings_tables`) does not allow."""
+    for pattern, setting in (settings or all_settings(cfg)).items():
         for key in keys_matching(cfg, pattern):
             value = value_at(cfg, key)
             if value is MISSING or setting.accepts(value):

@@ -22,7 +22,7 @@ from hydra.experimental.callback import Callback
 from omegaconf import DictConfig
 
 from src.grpo.settings import AlgoSettings
-from src.runs.schema import MISSING, Setting, number, setting_of, value_at, whole
+from src.runs.schema import MISSING, Setting, all_settings, number, setting_of, value_at, whole
 from src.utils.config import plain
 from src.utils.errors import ConfigError
 
@@ -84,7 +84,7 @@ def check_swept_values(config: DictConfig) -> None:
 
 def refusal(config: DictConfig, key: str, value: Any) -> str | None:
     """Why `key=value` alone cannot work, or None."""
-    setting = setting_of(key)
+    setting = setting_of(key, all_settings(config))
     if setting is not None and not setting.accepts(value):
         return f"{key} must be {setting.allowed()}, got {value!r}"
     if not key.startswith("algo."):

@@ -8,7 +8,7 @@ import pytest
 from omegaconf import OmegaConf
 
 from scripts.try_every_key import TASKS, task_config, trials, verdict
-from src.runs.schema import SETTINGS
+from src.runs.schema import SETTINGS, all_settings
 from src.runs.settings import check_settings
 from src.utils.compose import compose_train_config
 from src.utils.errors import UserError
@@ -21,9 +21,10 @@ def test_every_key_is_accepted_or_refused_in_one_line(task, tmp_path):
     check_settings(cfg)  # the task as shipped passes
     found = trials(cfg)  # raises on anything but a one-line refusal
     raw = OmegaConf.to_container(cfg, resolve=False)
+    tables = all_settings(cfg)  # with the task's own (task=char_diffusion's)
     for key in found:  # a typed key refuses a text where a number belongs, or the reverse
-        if key in SETTINGS:
-            setting = SETTINGS[key]
+        if key in tables:
+            setting = tables[key]
             wrong = "abc" if setting.kind != "str" or setting.choices else 1.5
             assert verdict(raw, key, wrong) == "refused", key
     assert sum(counts["refused"] for counts in found.values()) > 0
@@ -68,3 +69,15 @@ def test_a_refusal_names_the_key_the_value_and_what_is_allowed(tmp_path):
         ("trainer.strategy", {"_target_": "lightning.pytorch.strategies.DDPStrategy"}),
     ):
         assert verdict(raw, key, value) == "accepted"
+
+
+def test_a_recipes_keys_are_declared_beside_its_code_not_in_the_central_table(make_cfg):
+    cfg = make_cfg("task=char_diffusion")
+    assert not any(key.startswith("rounds.") or "mask_char" in key for key in SETTINGS)
+    assert all_settings(cfg)["rounds.replay_share"].allowed() == "a number in [0, 1)"
+
+
+def test_a_settings_table_that_cannot_be_imported_is_one_line(make_cfg):
+    cfg = make_cfg("+settings_tables=[src.nowhere.SETTINGS]")
+    with pytest.raises(UserError, match=r"settings_tables: cannot import src.nowhere.SETTINGS"):
+        check_settings(cfg)
