@@ -11,6 +11,11 @@ start-up is printed for the default.
     nice .venv/bin/python benchmarks/fast_paths.py --configs b --steps 3 --rounds 1
     nice .venv/bin/python benchmarks/fast_paths.py --configs e --steps 3 --rounds 1   # Gemma 3 270M
     nice .venv/bin/python benchmarks/fast_paths.py --configs e --paths lean_layers   # one path
+    nice .venv/bin/python benchmarks/fast_paths.py --retime   # per-machine choices timed anew
+
+`--retime` times every per-machine choice again (the products through oneDNN or MKL), alone on
+the machine, prints what was kept and what it is now, and keeps the new verdict where it is
+clear (`src.utils.per_machine`).
 """
 
 from __future__ import annotations
@@ -109,6 +114,24 @@ def report(shape_name: str, beta: float, found: dict[str, list[dict[str, Any]]])
     return "\n".join(lines)
 
 
+def retime() -> list[str]:
+    """Every per-machine choice timed again: its kept verdict dropped, measured anew (kept
+    when clear); one line each, what was kept before and what holds now."""
+    from src.model.fast import onednn
+    from src.utils import per_machine
+
+    lines = []
+    for name, decide in ((onednn.PATH, onednn.faster_here),):
+        before = per_machine.kept(name)
+        per_machine.forget(name)
+        onednn._faster.clear()  # this process's answer too
+        decide()
+        (now,) = [line for line in per_machine.choice_lines() if line.startswith(f"{name}:")]
+        was = "nothing" if before is None else f"{before['value']!r} ({before.get('measured_at')})"
+        lines.append(f"{name}: kept before {was}; now {now.split(': ', 1)[1]}")
+    return lines
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--configs", default="a", help="comma-separated: a, b, c, e")
@@ -121,7 +144,13 @@ def main() -> None:
         help="comma-separated paths to leave out, each in turn beside the default "
         "(e.g. lean_layers,all); every setting when not given",
     )
+    parser.add_argument(
+        "--retime", action="store_true", help="time every per-machine choice again, and stop"
+    )
     args = parser.parse_args()
+    if args.retime:
+        print("\n".join(retime()), flush=True)
+        return
     settings = chosen_settings(args.paths)
     with tempfile.TemporaryDirectory(prefix="fast_paths_") as scratch:
         for name in args.configs.split(","):

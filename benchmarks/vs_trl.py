@@ -243,8 +243,12 @@ def run_speed(args: argparse.Namespace, work: Path) -> dict[str, Any]:
         )
     }
     settings.update(
-        measured=time.strftime("%Y-%m-%d %H:%M"), versions=versions(), machine=machine()
+        measured=time.strftime("%Y-%m-%d %H:%M"),
+        versions=versions(),
+        machine=machine(),
+        choices=machine_choices(),
     )
+    print("per-machine choices:\n" + "\n".join(f"  {c}" for c in settings["choices"]), flush=True)
     groups = []
     for name in args.configs:
         shape = SHAPES[name]
@@ -439,6 +443,16 @@ def save(report: dict[str, Any], out: Path) -> None:
     out.write_text(json.dumps(merged, indent=2, default=str))
     out.with_name("vs_trl.md").write_text(markdown(merged))
     print(f"wrote {out} and {out.with_name('vs_trl.md')}")
+
+
+def machine_choices() -> list[str]:
+    """This machine's per-machine choices, as our runs will take them (read where kept, timed
+    now where not), with their source and timings: the products through oneDNN or MKL."""
+    from src.model.fast import onednn
+    from src.utils import per_machine
+
+    onednn.faster_here()
+    return per_machine.choice_lines()
 
 
 def main(argv: list[str]) -> None:

@@ -22,7 +22,7 @@ from src.runs.hooks import before_training
 from src.runs.length import evaluation_interval
 from src.runs.method import log_method
 from src.runs.parts import build_run_parts, grpo_module, load_reference, log_figures
-from src.runs.record import recorded_run
+from src.runs.record import log_machine_choices, recorded_run
 from src.runs.resume import resume_point
 from src.sft.warm_start import use_warm_start, warm_start
 from src.tracking.sweep import optimized_value, sweep_job
@@ -48,7 +48,9 @@ def train(cfg: DictConfig, tags: dict[str, str] | None = None) -> dict[str, floa
         rows = datamodule.train_rows + datamodule.val_rows
         log_figures(loggers, parts.policy.prepare(lm, rows))  # e.g. plans, once and cached
         if cfg.get("dry_run"):
-            return dry_run(parts, lm)
+            figures = dry_run(parts, lm)
+            log_machine_choices(loggers)  # e.g. oneDNN or MKL products, and why
+            return figures
         # algo.ref_model_path, or None: the initial policy is the KL reference
         module = grpo_module(parts, lm, reference=load_reference(cfg, parts.algo))
         callbacks = [build(callback) for callback in cfg.get("callbacks", {}).values()]
@@ -68,6 +70,7 @@ def train(cfg: DictConfig, tags: dict[str, str] | None = None) -> dict[str, floa
         trainer.fit(module, datamodule=datamodule, ckpt_path=checkpoint, weights_only=True)
         if module.evaluated_step != trainer.global_step:
             trainer.validate(module, datamodule=datamodule, verbose=False)
+        log_machine_choices(loggers)  # e.g. oneDNN or MKL products, and why
         if cfg.get("save_model") and trainer.is_global_zero:  # one process writes the model
             log.info("Saving the trained policy to %s", lm.save(cfg.save_model, merge=False))
     metrics = {name: float(value) for name, value in trainer.callback_metrics.items()}

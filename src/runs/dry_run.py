@@ -13,6 +13,7 @@ import torch
 from src.model.network import PolicyNetwork
 from src.policy.episode import Episode, run_episode
 from src.runs.parts import RunParts
+from src.utils.per_machine import choice_lines
 from src.utils.timing import PhaseTimer, phase, phase_timer
 
 SHOWN = 400  # characters of a prompt or a plan shown in the report
@@ -30,6 +31,8 @@ def dry_run(parts: RunParts, network: PolicyNetwork) -> dict[str, float]:
     text = report(episode, group_size, tuple(logps.shape), timer)
     if parts.notes:
         text += "\nstages:\n" + "\n".join(f"    {note}" for note in parts.notes)
+    if choice_lines():
+        text += "\nper-machine choices:\n" + "\n".join(f"    {line}" for line in choice_lines())
     print(text, file=sys.stdout, flush=True)
     return {"reward": float(episode.rewards.mean()), **timer.metrics()}
 

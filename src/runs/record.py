@@ -17,6 +17,7 @@ from src.runs.preemption import Interrupted, Stopped, interrupted
 from src.runs.resume import LAST
 from src.tracking.run_logger import MLflowRunLogger, mlflow_loggers, record_error
 from src.tracking.sweep import sweep_tags
+from src.utils.per_machine import choice_lines
 from src.utils.resolvers import PROJECT_ROOT
 
 
@@ -207,3 +208,16 @@ def log_report(loggers: list[Any], report: dict[str, Any], name: str) -> None:
     for logger in mlflow_loggers(loggers):
         logger.log_hyperparams(params)
         logger.experiment.log_dict(logger.run_id, report, name)
+
+
+def log_machine_choices(loggers: list[Any]) -> None:
+    """Each per-machine choice this process made (`src.utils.per_machine`: its value, whether
+    it was measured now or kept, when, and the timings behind it) as an MLflow param
+    `machine_choice.<name>`."""
+    params = {
+        f"machine_choice.{line.split(':', 1)[0]}": line.split(": ", 1)[1] for line in choice_lines()
+    }
+    if not params:
+        return
+    for logger in mlflow_loggers(loggers):
+        logger.log_hyperparams(params)

@@ -8,9 +8,16 @@ a measurement makes it, under a file lock that makes the others wait, and writes
 `<folder>/<name>.json` under `machine_key()` (the processor, torch's version and its thread
 count, all of which change the timing); every later process reads it.
 
+A measurement may return a `Verdict`: its value, whether the timings decide it beyond doubt,
+and the timings. Only a clear verdict is kept, with its date and timings; one whose timings
+overlap, or that was timed while the machine was busy, holds for this process only, and the
+next process times again. Every choice a process made is in `choices()`, with where it came
+from, for the run's start-up lines, its MLflow params and the dry-run report.
+
 The folder is $GRPO_MACHINE_CACHE, else $XDG_CACHE_HOME/grpo-lab, else ~/.cache/grpo-lab.
-Delete a file there to measure again. Where the folder cannot be written, each process
-measures for itself (logged): the choice is a speed, never a result.
+Delete a file there to measure again (or run `benchmarks/fast_paths.py --retime`). Where the
+folder cannot be written, each process measures for itself (logged): the choice is a speed,
+never a result.
 """
 
 from __future__ import annotations
@@ -19,7 +26,9 @@ import json
 import logging
 import os
 import platform
+import time
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -70,27 +79,131 @@ def machine_key() -> str:
     return f"{processor()} | torch {torch.__version__} | {torch.get_num_threads()} threads"
 
 
+@dataclass(frozen=True)
+class Verdict:
+    """A timed choice: its `value` (JSON), whether the timings decide it beyond doubt
+    (`clear`; only a clear verdict is kept for the machine), the timings it came from
+    (seconds, by name) and, when not clear, why (`doubt`)."""
+
+    value: Any
+    clear: bool
+    timings: dict[str, float] = field(default_factory=dict)
+    doubt: str = ""
+
+
+# every choice this process made: name -> value, where it came from, its date and timings
+_CHOICES: dict[str, dict[str, Any]] = {}
+
+
+def choices() -> dict[str, dict[str, Any]]:
+    """Every per-machine choice this process has made, by name: `value`, `source` (`kept`,
+    `measured now and kept`, or `measured now, not kept: <why>`), `measured_at` and
+    `timings`."""
+    return {name: dict(choice) for name, choice in _CHOICES.items()}
+
+
+def choice_lines() -> list[str]:
+    """One line per choice this process made, for start-up lines and reports."""
+    lines = []
+    for name, choice in sorted(_CHOICES.items()):
+        timings = ", ".join(
+            f"{part} {1e6 * seconds:.0f} us" for part, seconds in choice["timings"].items()
+        )
+        when = f" at {choice['measured_at']}" if choice.get("measured_at") else ""
+        lines.append(
+            f"{name}: {choice['value']!r} ({choice['source']}{when}"
+            + (f"; {timings}" if timings else "")
+            + ")"
+        )
+    return lines
+
+
+def machine_busy(share: float = 0.5) -> str:
+    """Why the machine is too busy to time on ('' when it is not): its load average over the
+    last minute above `share` of its processors, so that another job holds at least one of
+    two cores."""
+    try:
+        load = os.getloadavg()[0]
+    except (OSError, AttributeError):
+        return ""
+    processors = os.cpu_count() or 1
+    if load > share * processors:
+        return f"load {load:.2f} on {processors} processors"
+    return ""
+
+
 def measured_once(name: str, measure: Callable[[], Any]) -> Any:
     """The value `measure()` gave on this machine, as `name`: read from its file if a process
-    has measured it already, else measured now (under the lock) and written there. The value
-    must be JSON (a bool, number or string)."""
+    has kept it already, else measured now (under the lock) and, when it is clear (a plain
+    value, or a clear `Verdict`), written there with its date and timings. The value must be
+    JSON (a bool, number or string)."""
     path = folder() / f"{name}.json"
     key = machine_key()
-    value: Any = _NOT_YET
+    found: Any = _NOT_YET
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         with exclusive_lock(path.with_name(path.name + ".lock")):
             kept = _read(path)
             if key in kept:
-                log.info("%s: %r, measured before on this machine (%s)", name, kept[key], path)
-                return kept[key]
-            value = kept[key] = measure()
-            _write(path, kept)
+                entry = kept[key] if isinstance(kept[key], dict) else {"value": kept[key]}
+                _note(name, entry, "kept")
+                return entry["value"]
+            found = _verdict(measure())
+            if found.clear:
+                kept[key] = _entry(found)
+                _write(path, kept)
+                _note(name, kept[key], "measured now and kept")
+            else:
+                _note(name, _entry(found), f"measured now, not kept: {found.doubt}")
+            return found.value
     except OSError as exc:
-        log.info("%s: measured for this process only (%s cannot be kept: %s)", name, path, exc)
-        if value is _NOT_YET:
-            value = measure()
-    return value
+        if found is _NOT_YET:
+            found = _verdict(measure())
+        _note(name, _entry(found), f"measured now, not kept: {path} cannot be written ({exc})")
+        return found.value
+
+
+def _verdict(result: Any) -> Verdict:
+    return result if isinstance(result, Verdict) else Verdict(result, True)
+
+
+def _entry(verdict: Verdict) -> dict[str, Any]:
+    return {
+        "value": verdict.value,
+        "measured_at": time.strftime("%Y-%m-%d %H:%M:%S"),
+        "timings": dict(verdict.timings),
+    }
+
+
+def _note(name: str, entry: dict[str, Any], source: str) -> None:
+    _CHOICES[name] = {
+        "value": entry["value"],
+        "source": source,
+        "measured_at": entry.get("measured_at"),
+        "timings": dict(entry.get("timings") or {}),
+    }
+    (line,) = [line for line in choice_lines() if line.startswith(f"{name}:")]
+    log.info("per-machine choice %s", line)
+
+
+def kept(name: str) -> dict[str, Any] | None:
+    """This machine's kept entry of `name` (`value`, and when measured since dates were kept,
+    `measured_at` and `timings`), or None."""
+    entry = _read(folder() / f"{name}.json").get(machine_key())
+    if entry is None:
+        return None
+    return entry if isinstance(entry, dict) else {"value": entry}
+
+
+def forget(name: str) -> None:
+    """Drop this machine's kept value of `name`, so that the next process measures it again
+    (what `benchmarks/fast_paths.py --retime` does before timing anew)."""
+    path = folder() / f"{name}.json"
+    with exclusive_lock(path.with_name(path.name + ".lock")):
+        kept = _read(path)
+        if kept.pop(machine_key(), None) is not None:
+            _write(path, kept)
+    _CHOICES.pop(name, None)
 
 
 def _read(path: Path) -> dict[str, Any]:

@@ -9,6 +9,7 @@ import mlflow
 import pytest
 
 from src.train import train
+from src.utils import per_machine
 from src.utils.resolvers import PROJECT_ROOT
 from tests.conftest import TINY
 from tests.helpers.char_diffusion import SMALL as CHAR_DIFFUSION
@@ -74,6 +75,10 @@ def dry_run(make_cfg, tmp_path, task, *model):
 @pytest.mark.parametrize("task", TASKS)
 def test_a_dry_run_makes_one_rollout_and_trains_nothing(make_cfg, tmp_path, capsys, task):
     shown = SETTINGS[task][2]
+    # a choice made in this process, e.g. oneDNN or MKL products: shown and recorded
+    per_machine.measured_once(
+        "planted_choice", lambda: per_machine.Verdict(False, False, {"a": 1e-3}, "planted")
+    )
     cfg, figures = dry_run(make_cfg, tmp_path, task)
 
     report = capsys.readouterr().out
@@ -93,6 +98,14 @@ def test_a_dry_run_makes_one_rollout_and_trains_nothing(make_cfg, tmp_path, caps
     (run,) = client.search_runs([experiment.experiment_id])
     assert run.data.tags["dry_run"] == "true" and run.info.status == "FINISHED"
     assert "loss" not in run.data.metrics and "eval/reward" not in run.data.metrics
+    lines = per_machine.choice_lines()
+    assert any(
+        line.startswith("planted_choice: False (measured now, not kept: planted") for line in lines
+    )
+    for line in lines:
+        name, described = line.split(": ", 1)
+        assert f"    {line}" in report.split("per-machine choices:")[1]
+        assert run.data.params[f"machine_choice.{name}"] == described
     if task == "char_diffusion":  # its stages are not trained, and nothing is cached
         assert not Path(cfg.paths.cache_dir).exists()
         assert (Path(cfg.paths.run_dir) / "untrained" / "judge" / "char_model.json").is_file()

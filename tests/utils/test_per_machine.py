@@ -12,9 +12,17 @@ import pytest
 import torch
 
 from src.utils import per_machine
-from src.utils.per_machine import machine_key, measured_once
+from src.utils.per_machine import Verdict, machine_key, measured_once
 
 PROCESSES = 4
+
+
+def kept_values(cache: Path, name: str = "speed") -> dict[str, object]:
+    """The values kept in `name`'s file, by machine key (each entry also has its date)."""
+    return {
+        key: entry["value"]
+        for key, entry in json.loads((cache / f"{name}.json").read_text()).items()
+    }
 
 
 @pytest.fixture
@@ -39,7 +47,7 @@ def test_the_first_value_is_kept_and_read_back(cache: Path) -> None:
     assert measured_once("speed", first) is True
     assert measured_once("speed", second) is True  # read, not measured again
     assert (first.calls, second.calls) == (1, 0)
-    assert json.loads((cache / "speed.json").read_text()) == {machine_key(): True}
+    assert kept_values(cache) == {machine_key(): True}
 
 
 def test_another_thread_count_is_measured_for_itself(cache: Path) -> None:
@@ -77,7 +85,7 @@ def test_a_spoilt_file_is_measured_again_and_rewritten(cache: Path, caplog) -> N
     (cache / "speed.json").write_text("{not json")
     assert measured_once("speed", Counted("fast")) == "fast"
     assert "is not a JSON object of measurements" in caplog.text
-    assert json.loads((cache / "speed.json").read_text()) == {machine_key(): "fast"}
+    assert kept_values(cache) == {machine_key(): "fast"}
 
 
 def test_where_nothing_can_be_kept_each_call_measures(tmp_path: Path, monkeypatch) -> None:
@@ -111,4 +119,42 @@ def test_processes_started_together_all_read_one_measurement(cache: Path) -> Non
         assert process.exitcode == 0
     pids = {process.pid for process in processes}
     assert len(set(values)) == 1 and values[0] in pids, values
-    assert json.loads((cache / "speed.json").read_text()) == {machine_key(): values[0]}
+    assert kept_values(cache) == {machine_key(): values[0]}
+
+
+def test_a_verdict_in_doubt_is_not_kept_and_the_next_process_times_again(cache: Path) -> None:
+    doubtful = Counted(Verdict(True, clear=False, timings={"a": 1e-3}, doubt="timings overlap"))
+    assert measured_once("speed", doubtful) is True
+    assert not (cache / "speed.json").exists() or kept_values(cache) == {}
+    assert per_machine.choices()["speed"]["source"] == "measured now, not kept: timings overlap"
+    clear = Counted(Verdict(False, clear=True, timings={"a": 2e-3, "b": 1e-3}))
+    assert measured_once("speed", clear) is False  # timed again, then kept
+    assert measured_once("speed", Counted(True)) is False
+    assert (doubtful.calls, clear.calls) == (1, 1)
+    entry = json.loads((cache / "speed.json").read_text())[machine_key()]
+    assert entry["timings"] == {"a": 2e-3, "b": 1e-3} and entry["measured_at"]
+    assert per_machine.choices()["speed"]["source"] == "kept"
+    (line,) = [line for line in per_machine.choice_lines() if line.startswith("speed:")]
+    assert line.startswith("speed: False (kept at ") and line.endswith("; a 2000 us, b 1000 us)")
+
+
+def test_a_value_kept_before_dates_were_kept_is_still_read(cache: Path) -> None:
+    cache.mkdir()
+    (cache / "speed.json").write_text(json.dumps({machine_key(): True}))
+    assert measured_once("speed", Counted(False)) is True
+
+
+def test_forget_makes_the_next_process_measure_again(cache: Path) -> None:
+    assert measured_once("speed", Counted(1)) == 1
+    assert per_machine.kept("speed")["value"] == 1
+    per_machine.forget("speed")
+    assert per_machine.kept("speed") is None
+    assert measured_once("speed", Counted(2)) == 2
+
+
+def test_a_machine_is_busy_when_its_load_holds_half_its_processors(monkeypatch) -> None:
+    monkeypatch.setattr(os, "cpu_count", lambda: 2)
+    monkeypatch.setattr(os, "getloadavg", lambda: (1.6, 1.0, 1.0))
+    assert per_machine.machine_busy() == "load 1.60 on 2 processors"
+    monkeypatch.setattr(os, "getloadavg", lambda: (0.4, 1.0, 1.0))
+    assert per_machine.machine_busy() == ""

@@ -115,7 +115,7 @@ def test_a_broken_op_counts_as_not_faster(monkeypatch):
         raise RuntimeError("no such kernel")
 
     monkeypatch.setattr(onednn, "product", broken)
-    assert onednn._time_both() is False
+    assert onednn._time_both().value is False
 
 
 @pytest.mark.parametrize("kept", [True, False])
@@ -135,7 +135,7 @@ def test_the_first_timing_is_kept_for_the_machine(tmp_path, monkeypatch):
     monkeypatch.setattr(onednn, "_time_both", lambda: True)
     assert onednn.faster_here() is True
     kept = json.loads((tmp_path / f"{onednn.PATH}.json").read_text())
-    assert kept == {per_machine.machine_key(): True}
+    assert {key: entry["value"] for key, entry in kept.items()} == {per_machine.machine_key(): True}
 
 
 def test_first_used_under_inference_mode_it_is_proven_and_routes(tiny_lm, faster, caplog):
@@ -149,3 +149,49 @@ def test_first_used_under_inference_mode_it_is_proven_and_routes(tiny_lm, faster
         assert routed == len(linears)
     assert not [r for r in caplog.records if "disagrees" in r.getMessage()]
     assert any(v.path.startswith("onednn_products") and v.proven for v in verdicts())
+
+
+def clock_for(ratios: list[float]):
+    """A stub clock under which each round of `_time_both` times MKL at 1 ms and oneDNN at
+    ratio ms (the warm-up round first, at ratio 1)."""
+    durations = []
+    for turn, ratio in enumerate([1.0, *ratios]):
+        order = ["mkl", "onednn"] if turn % 2 else ["onednn", "mkl"]
+        durations += [1e-3 * (ratio if name == "onednn" else 1.0) for name in order]
+    now, ticks = [0.0], iter([d for d in durations for d in (0.0, d)])
+
+    def clock() -> float:
+        now[0] += next(ticks)
+        return now[0]
+
+    return clock
+
+
+@pytest.mark.parametrize(
+    ("ratios", "busy", "kept"),
+    [
+        ([0.5] * 9, "", True),  # clearly faster: kept
+        ([1.2] * 9, "", True),  # clearly slower: kept
+        ([0.5, 1.2] * 4 + [0.5], "", False),  # the rounds straddle FASTER_BY
+        ([0.5] * 9, "load 2.10 on 2 processors", False),  # timed beside another job
+    ],
+    ids=["faster", "slower", "overlapping", "busy"],
+)
+def test_only_a_clear_verdict_timed_on_a_quiet_machine_is_kept(
+    ratios, busy, kept, tmp_path, monkeypatch
+):
+    monkeypatch.setenv(per_machine.FOLDER_VARIABLE, str(tmp_path))
+    monkeypatch.setattr(onednn, "clock", clock_for(ratios))
+    monkeypatch.setattr(onednn, "machine_busy", lambda: busy)
+    monkeypatch.setattr(onednn, "_faster", [])
+    assert onednn.faster_here() is (sorted(ratios)[len(ratios) // 2] <= onednn.FASTER_BY)
+    path = tmp_path / f"{onednn.PATH}.json"
+    assert path.exists() is kept
+    # the next process reads a kept verdict, and times again where none was kept
+    monkeypatch.setattr(onednn, "_faster", [])
+    timed = []
+    monkeypatch.setattr(
+        onednn, "_time_both", lambda: timed.append(1) or per_machine.Verdict(True, True)
+    )
+    onednn.faster_here()
+    assert timed == ([] if kept else [1])
