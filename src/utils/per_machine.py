@@ -118,18 +118,30 @@ def choice_lines() -> list[str]:
     return lines
 
 
-def machine_busy(share: float = 0.5) -> str:
-    """Why the machine is too busy to time on ('' when it is not): its load average over the
-    last minute above `share` of its processors, so that another job holds at least one of
-    two cores."""
+def machine_busy(share: float = 0.25, window: float = 0.25) -> str:
+    """Why the machine is too busy to time on ('' when it is not): over `window` seconds now,
+    the other processes kept more than `share` of its processors busy (Linux's /proc/stat,
+    less this process's own time), so that another job holding one core of two is seen, and
+    the load a run of ours just left behind is not. Where /proc/stat cannot be read, ''."""
     try:
-        load = os.getloadavg()[0]
-    except (OSError, AttributeError):
+        ticks = os.sysconf("SC_CLK_TCK")
+        start, own = _busy_ticks(), time.process_time()
+        time.sleep(window)
+        spent = (_busy_ticks() - start) / ticks - (time.process_time() - own)
+    except (OSError, ValueError, AttributeError):
         return ""
     processors = os.cpu_count() or 1
-    if load > share * processors:
-        return f"load {load:.2f} on {processors} processors"
+    others = max(spent, 0.0) / window
+    if others > share * processors:
+        return f"other processes kept {others:.1f} of {processors} processors busy"
     return ""
+
+
+def _busy_ticks() -> int:
+    """The processors' busy time since boot, in clock ticks (/proc/stat's first line, less
+    idle and waiting)."""
+    fields = [int(value) for value in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    return sum(fields[:8]) - fields[3] - fields[4]
 
 
 def measured_once(name: str, measure: Callable[[], Any]) -> Any:

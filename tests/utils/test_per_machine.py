@@ -152,9 +152,21 @@ def test_forget_makes_the_next_process_measure_again(cache: Path) -> None:
     assert measured_once("speed", Counted(2)) == 2
 
 
-def test_a_machine_is_busy_when_its_load_holds_half_its_processors(monkeypatch) -> None:
-    monkeypatch.setattr(os, "cpu_count", lambda: 2)
-    monkeypatch.setattr(os, "getloadavg", lambda: (1.6, 1.0, 1.0))
-    assert per_machine.machine_busy() == "load 1.60 on 2 processors"
-    monkeypatch.setattr(os, "getloadavg", lambda: (0.4, 1.0, 1.0))
-    assert per_machine.machine_busy() == ""
+def test_a_machine_is_busy_when_other_processes_hold_a_core() -> None:
+    context = multiprocessing.get_context("fork")
+    spinner = context.Process(target=_spin, daemon=True)
+    spinner.start()
+    try:
+        found = per_machine.machine_busy(share=0.25, window=0.5)
+    finally:
+        spinner.kill()
+    processors = os.cpu_count() or 1
+    if processors <= 3:  # one spinning process holds more than a quarter of the processors
+        assert found.startswith("other processes kept ") and found.endswith(
+            f"of {processors} processors busy"
+        )
+
+
+def _spin() -> None:
+    while True:
+        pass
