@@ -21,6 +21,13 @@ LINK = re.compile(r"\[[^\]]*\]\(([^)\s]+)\)")
 OUTSIDE = ("DESIGN" + ".md", "../" + "shared/")
 
 
+def tracked(*patterns: str) -> list[str]:
+    """The repository's tracked files (those matching `patterns`, git's pathspecs)."""
+    return subprocess.run(
+        ["git", "ls-files", *patterns], cwd=PROJECT_ROOT, capture_output=True, text=True, check=True
+    ).stdout.split()
+
+
 def anchors(page: Path) -> set[str]:
     """GitHub's anchors of a page's headings: lower case, punctuation dropped, spaces to -."""
     found = set()
@@ -54,11 +61,8 @@ def test_every_link_resolves(page: Path) -> None:
 
 
 def test_nothing_cites_a_file_outside_the_repository() -> None:
-    tracked = subprocess.run(
-        ["git", "ls-files"], cwd=PROJECT_ROOT, capture_output=True, text=True, check=True
-    ).stdout.split()
     citing = []
-    for name in tracked:
+    for name in tracked():
         path = PROJECT_ROOT / name
         if (
             path.suffix not in {".py", ".md", ".yaml", ".sh", ".toml", ".ipynb"}
@@ -128,11 +132,8 @@ def accepted(node: ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef) -> set
 
 def repository_definitions() -> Definitions:
     """Every tracked Python file's definitions, keyed by its path in the repository."""
-    tracked = subprocess.run(
-        ["git", "ls-files", "*.py"], cwd=PROJECT_ROOT, capture_output=True, text=True, check=True
-    ).stdout.split()
     definitions = Definitions()
-    for name in tracked:
+    for name in tracked("*.py"):
         path = PROJECT_ROOT / name
         if path.is_file():
             definitions.add(name, path.read_text())
@@ -212,16 +213,9 @@ ONE_FILE_PER_ITEM = ("src/data/", "src/reward/")
 
 def test_architecture_names_every_source_file() -> None:
     text = (PROJECT_ROOT / "docs" / "architecture.md").read_text()
-    tracked = subprocess.run(
-        ["git", "ls-files", "src/*.py"],
-        cwd=PROJECT_ROOT,
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout.split()
     unnamed = [
         name
-        for name in tracked
+        for name in tracked("src/*.py")
         if not name.endswith("__init__.py")
         and not name.startswith(ONE_FILE_PER_ITEM)
         and not re.search(rf"\b{re.escape(Path(name).stem)}\b", text)
