@@ -72,9 +72,11 @@ def faster_here() -> bool:
     return _faster[0]
 
 
-# rows x in -> out: decoding rows (a batch's B * G) and a chunk of log-prob rows, at SmolLM2's
-# widths (576 -> 1536) and Gemma 3 270M's (640 -> 2048)
-SHAPES = ((32, 576, 1536), (256, 576, 1536), (32, 640, 2048), (256, 640, 2048))
+# rows x in -> out: decoding rows (a batch's B * G, forward only) and a chunk of training rows
+# (forward, and both gradients: the input's grad @ W and the weight's grad^T @ x, whose inner
+# dimension is the rows), at SmolLM2's widths (576 -> 1536) and Gemma 3 270M's (640 -> 2048)
+SHAPES = ((32, 576, 1536), (1024, 576, 1536), (32, 640, 2048), (1024, 640, 2048))
+TRAINING_ROWS = 1024  # shapes with this many rows are timed with their gradients too
 ROUNDS = 9  # alternating rounds; the verdict is clear when their middle 60% agree
 clock = time.perf_counter  # what the timings read
 
@@ -91,18 +93,19 @@ def _time_both(rounds: int = ROUNDS) -> Verdict:
         (
             torch.randn(rows, width, generator=generator),
             torch.randn(out, width, generator=generator),
+            torch.randn(rows, out, generator=generator) if rows >= TRAINING_ROWS else None,
         )
         for rows, width, out in SHAPES
     ]
-    kernels = {"mkl": F.linear, "onednn": product}
+    kernels = {"mkl": _mkl_products, "onednn": _onednn_products}
     times: dict[str, list[float]] = {"mkl": [], "onednn": []}
     try:
         for turn in range(rounds + 1):
             order = list(kernels) if turn % 2 else list(reversed(kernels))
             for name in order:
                 start = clock()
-                for x, weight in operands:
-                    kernels[name](x, weight)
+                for x, weight, grad in operands:
+                    kernels[name](x, weight, grad)
                 elapsed = clock() - start
                 if turn:  # the first round warms both up
                     times[name].append(elapsed)
@@ -128,6 +131,23 @@ def _time_both(rounds: int = ROUNDS) -> Verdict:
         f" (for this process only: {doubt})" if doubt else "",
     )
     return Verdict(faster, not doubt, {"mkl": mkl, "onednn": onednn}, doubt)
+
+
+def _mkl_products(x: Tensor, weight: Tensor, grad: Tensor | None) -> None:
+    """A linear layer's products as torch runs them (MKL on the CPU): forward, and with
+    `grad` both gradients."""
+    F.linear(x, weight)
+    if grad is not None:
+        grad @ weight
+        grad.t() @ x
+
+
+def _onednn_products(x: Tensor, weight: Tensor, grad: Tensor | None) -> None:
+    """The same products as `OnednnLinear` runs them through oneDNN."""
+    product(x, weight)
+    if grad is not None:
+        input_grad(grad, weight)
+        weight_grad(grad, x)
 
 
 class OnednnLinear(torch.autograd.Function):
