@@ -7,7 +7,7 @@ multiplies: a few rows while decoding, thousands in the log-prob forwards
 (`docs/performance.md`). The op is private and has no backward of its own, so:
 
 - it is used only where `faster_here()` finds it clearly faster than `F.linear` on this
-  machine (timed on the step's shapes, and kept once per machine only when the timings are
+  machine (timed on the step's products, the gradients' included, and kept once per machine only when the timings are
   clear and the machine was not busy, `src.utils.per_machine`, so every process there rounds
   alike), so a CPU where MKL is quick keeps MKL;
 - decoding reads it through `src.model.fast.packed` (`packed_product`), under the probes of
