@@ -121,10 +121,14 @@ def retime() -> list[str]:
     from src.utils import per_machine
 
     lines = []
-    for name, decide in ((onednn.PATH, onednn.faster_here),):
+    decisions = (
+        (onednn.PATH, onednn.faster_here, onednn._faster),
+        (onednn.GRADIENTS, onednn.gradients_faster_here, onednn._gradients_faster),
+    )
+    for name, decide, answered in decisions:
         before = per_machine.kept(name)
         per_machine.forget(name)
-        onednn._faster.clear()  # this process's answer too
+        answered.clear()  # this process's answer too
         decide()
         (now,) = [line for line in per_machine.choice_lines() if line.startswith(f"{name}:")]
         was = "nothing" if before is None else f"{before['value']!r} ({before.get('measured_at')})"

@@ -452,6 +452,7 @@ def machine_choices() -> list[str]:
     from src.utils import per_machine
 
     onednn.faster_here()
+    onednn.gradients_faster_here()
     return per_machine.choice_lines()
 
 

@@ -41,6 +41,8 @@ PATH = "onednn_products"
 FASTER_BY = 0.9  # oneDNN is used where it takes at most this share of F.linear's time
 
 _faster: list[bool] = []  # the machine's timing verdict, once this process has read it
+_gradients_faster: list[bool] = []  # the same for the gradients' products
+GRADIENTS = "onednn_gradients"  # the per-machine name of the gradients' verdict
 
 
 def available() -> bool:
@@ -72,16 +74,26 @@ def faster_here() -> bool:
     return _faster[0]
 
 
-# rows x in -> out: decoding rows (a batch's B * G, forward only) and a chunk of training rows
-# (forward, and both gradients: the input's grad @ W and the weight's grad^T @ x, whose inner
-# dimension is the rows), at SmolLM2's widths (576 -> 1536) and Gemma 3 270M's (640 -> 2048)
+def gradients_faster_here() -> bool:
+    """Whether oneDNN also beats torch's products for a linear layer's gradients (grad @ W and
+    grad^T @ x over training rows), decided as `faster_here` is, on those products alone: on
+    some CPUs oneDNN's forward wins and its backward does not. Where it does not, the routed
+    layers' gradients are torch's own products."""
+    if not _gradients_faster:
+        timing = partial(_time_both, gradients=True)
+        _gradients_faster.append(bool(measured_once(GRADIENTS, timing)))
+    return _gradients_faster[0]
+
+
+# rows x in -> out: decoding rows (a batch's B * G) and a chunk of training rows, at SmolLM2's
+# widths (576 -> 1536) and Gemma 3 270M's (640 -> 2048)
 SHAPES = ((32, 576, 1536), (1024, 576, 1536), (32, 640, 2048), (1024, 640, 2048))
-TRAINING_ROWS = 1024  # shapes with this many rows are timed with their gradients too
+TRAINING_ROWS = 1024  # the gradients' verdict times these shapes' grad @ W and grad^T @ x
 ROUNDS = 9  # alternating rounds; the verdict is clear when their middle 60% agree
 clock = time.perf_counter  # what the timings read
 
 
-def _time_both(rounds: int = ROUNDS) -> Verdict:
+def _time_both(rounds: int = ROUNDS, gradients: bool = False) -> Verdict:
     """Both products' time over `SHAPES`, per round, taking turns; the verdict, clear when the
     machine is not busy and the 20th and 80th percentiles of the rounds' oneDNN / MKL ratios
     lie on one side of `FASTER_BY`."""
@@ -93,9 +105,10 @@ def _time_both(rounds: int = ROUNDS) -> Verdict:
         (
             torch.randn(rows, width, generator=generator),
             torch.randn(out, width, generator=generator),
-            torch.randn(rows, out, generator=generator) if rows >= TRAINING_ROWS else None,
+            torch.randn(rows, out, generator=generator) if gradients else None,
         )
         for rows, width, out in SHAPES
+        if rows >= TRAINING_ROWS or not gradients
     ]
     kernels = {"mkl": _mkl_products, "onednn": _onednn_products}
     times: dict[str, list[float]] = {"mkl": [], "onednn": []}
@@ -134,18 +147,20 @@ def _time_both(rounds: int = ROUNDS) -> Verdict:
 
 
 def _mkl_products(x: Tensor, weight: Tensor, grad: Tensor | None) -> None:
-    """A linear layer's products as torch runs them (MKL on the CPU): forward, and with
+    """A linear layer's products as torch runs them (MKL on the CPU): the forward, or with
     `grad` both gradients."""
-    F.linear(x, weight)
-    if grad is not None:
+    if grad is None:
+        F.linear(x, weight)
+    else:
         grad @ weight
         grad.t() @ x
 
 
 def _onednn_products(x: Tensor, weight: Tensor, grad: Tensor | None) -> None:
     """The same products as `OnednnLinear` runs them through oneDNN."""
-    product(x, weight)
-    if grad is not None:
+    if grad is None:
+        product(x, weight)
+    else:
         input_grad(grad, weight)
         weight_grad(grad, x)
 
@@ -164,11 +179,13 @@ class OnednnLinear(torch.autograd.Function):
     def backward(ctx: Any, grad: Tensor) -> tuple[Tensor | None, ...]:
         x, weight = ctx.saved_tensors
         grad_x = grad_weight = grad_bias = None
+        through_onednn = gradients_faster_here()  # else torch's own products (MKL)
         if ctx.needs_input_grad[0]:
-            grad_x = input_grad(grad, weight)
+            grad_x = input_grad(grad, weight) if through_onednn else grad @ weight
         flat = grad.reshape(-1, grad.size(-1))
         if ctx.needs_input_grad[1]:
-            grad_weight = weight_grad(flat, x.reshape(-1, x.size(-1)))
+            rows = x.reshape(-1, x.size(-1))
+            grad_weight = weight_grad(flat, rows) if through_onednn else flat.t() @ rows
         if ctx.has_bias and ctx.needs_input_grad[2]:
             grad_bias = flat.sum(0)
         return grad_x, grad_weight, grad_bias

@@ -195,3 +195,19 @@ def test_only_a_clear_verdict_timed_on_a_quiet_machine_is_kept(
     )
     onednn.faster_here()
     assert timed == ([] if kept else [1])
+
+
+def test_where_onednn_gradients_are_not_faster_the_backward_takes_torchs_products(monkeypatch):
+    """oneDNN's forward may win where its backward does not: the gradients are then torch's
+    own products, the same numbers."""
+    generator = torch.Generator().manual_seed(0)
+    x = torch.randn(5, 8, generator=generator, requires_grad=True)
+    weight = torch.randn(6, 8, generator=generator, requires_grad=True)
+    monkeypatch.setattr(onednn, "_gradients_faster", [False])
+    monkeypatch.setattr(onednn, "input_grad", lambda *a: pytest.fail("oneDNN input gradient"))
+    monkeypatch.setattr(onednn, "weight_grad", lambda *a: pytest.fail("oneDNN weight gradient"))
+    onednn.linear(x, weight).sum().backward()
+    plain_x, plain_w = x.detach().requires_grad_(), weight.detach().requires_grad_()
+    torch.nn.functional.linear(plain_x, plain_w).sum().backward()
+    assert torch.allclose(x.grad, plain_x.grad, atol=1e-6)
+    assert torch.allclose(weight.grad, plain_w.grad, atol=1e-6)
