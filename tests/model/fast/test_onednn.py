@@ -18,8 +18,10 @@ pytestmark = pytest.mark.skipif(not onednn.available(), reason="torch built with
 
 @pytest.fixture
 def faster(monkeypatch):
-    """oneDNN taken as faster here, whatever this machine's timing says."""
+    """oneDNN taken as faster here, its gradients' products too, whatever this machine's
+    timings say."""
     monkeypatch.setattr(onednn, "_faster", [True])
+    monkeypatch.setattr(onednn, "_gradients_faster", [True])
 
 
 @pytest.fixture
