@@ -121,18 +121,14 @@ def retime() -> list[str]:
     from src.utils import per_machine
 
     lines = []
-    decisions = (
-        (onednn.PATH, onednn.faster_here, onednn._faster),
-        (onednn.GRADIENTS, onednn.gradients_faster_here, onednn._gradients_faster),
-    )
-    for name, decide, answered in decisions:
+    for name, decide in onednn.VERDICTS.items():
         before = per_machine.kept(name)
         per_machine.forget(name)
-        answered.clear()  # this process's answer too
+        onednn.forget_verdicts()  # this process's answers too
         decide()
-        (now,) = [line for line in per_machine.choice_lines() if line.startswith(f"{name}:")]
+        now = per_machine.choice_descriptions()[name]
         was = "nothing" if before is None else f"{before['value']!r} ({before.get('measured_at')})"
-        lines.append(f"{name}: kept before {was}; now {now.split(': ', 1)[1]}")
+        lines.append(f"{name}: kept before {was}; now {now}")
     return lines
 
 

@@ -451,8 +451,8 @@ def machine_choices() -> list[str]:
     from src.model.fast import onednn
     from src.utils import per_machine
 
-    onednn.faster_here()
-    onednn.gradients_faster_here()
+    for decide in onednn.VERDICTS.values():
+        decide()
     return per_machine.choice_lines()
 
 

@@ -77,9 +77,8 @@ def _seq_mean_token_sum_norm(
     counts: Denominators,
     max_completion_length: int | None,
 ) -> Tensor:
-    """Token sum / (sequence count * max_completion_length) (`dr_grpo`)."""
-    if max_completion_length is None:
-        raise ValueError("loss_type seq-mean-token-sum-norm needs max_completion_length")
+    """Token sum / (sequence count * max_completion_length) (`dr_grpo`; `grpo_loss` refuses
+    it without one)."""
     return total.sum() / (sequences * max_completion_length)
 
 

@@ -31,8 +31,8 @@ def dry_run(parts: RunParts, network: PolicyNetwork) -> dict[str, float]:
     text = report(episode, group_size, tuple(logps.shape), timer)
     if parts.notes:
         text += "\nstages:\n" + "\n".join(f"    {note}" for note in parts.notes)
-    if choice_lines():
-        text += "\nper-machine choices:\n" + "\n".join(f"    {line}" for line in choice_lines())
+    if lines := choice_lines():
+        text += "\nper-machine choices:\n" + "\n".join(f"    {line}" for line in lines)
     print(text, file=sys.stdout, flush=True)
     return {"reward": float(episode.rewards.mean()), **timer.metrics()}
 

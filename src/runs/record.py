@@ -17,7 +17,7 @@ from src.runs.preemption import Interrupted, Stopped, interrupted
 from src.runs.resume import LAST
 from src.tracking.run_logger import MLflowRunLogger, mlflow_loggers, record_error
 from src.tracking.sweep import sweep_tags
-from src.utils.per_machine import choice_lines
+from src.utils.per_machine import choice_descriptions
 from src.utils.resolvers import PROJECT_ROOT
 
 
@@ -214,9 +214,7 @@ def log_machine_choices(loggers: list[Any]) -> None:
     """Each per-machine choice this process made (`src.utils.per_machine`: its value, whether
     it was measured now or kept, when, and the timings behind it) as an MLflow param
     `machine_choice.<name>`."""
-    params = {
-        f"machine_choice.{line.split(':', 1)[0]}": line.split(": ", 1)[1] for line in choice_lines()
-    }
+    params = {f"machine_choice.{name}": text for name, text in choice_descriptions().items()}
     if not params:
         return
     for logger in mlflow_loggers(loggers):

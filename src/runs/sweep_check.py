@@ -22,7 +22,16 @@ from hydra.experimental.callback import Callback
 from omegaconf import DictConfig
 
 from src.grpo.settings import AlgoSettings
-from src.runs.schema import MISSING, Setting, all_settings, number, setting_of, value_at, whole
+from src.runs.schema import (
+    MISSING,
+    AnyOf,
+    Setting,
+    all_settings,
+    number,
+    setting_of,
+    value_at,
+    whole,
+)
 from src.utils.config import plain
 from src.utils.errors import ConfigError
 
@@ -63,6 +72,7 @@ def check_sweeper(config: DictConfig) -> None:
 def check_swept_values(config: DictConfig) -> None:
     """Raise `ConfigError` for the first swept value of a setting that its own checks refuse."""
     lines = [str(line) for line in config.hydra.overrides.task]
+    settings = all_settings(config)  # with the task's own tables
     for override in OverridesParser.create().parse_overrides(lines):
         if not override.is_sweep_override():
             continue
@@ -75,16 +85,18 @@ def check_swept_values(config: DictConfig) -> None:
         except Exception:  # an interval or another search space: nothing to list
             continue
         for value in values:
-            problem = refusal(config, key, value)
+            problem = refusal(config, key, value, settings)
             if problem:
                 raise ConfigError(
                     f"{problem} (swept by {override.input_line}); no job of the sweep was started"
                 )
 
 
-def refusal(config: DictConfig, key: str, value: Any) -> str | None:
-    """Why `key=value` alone cannot work, or None."""
-    setting = setting_of(key, all_settings(config))
+def refusal(
+    config: DictConfig, key: str, value: Any, settings: dict[str, Setting | AnyOf]
+) -> str | None:
+    """Why `key=value` alone cannot work under the declared `settings`, or None."""
+    setting = setting_of(key, settings)
     if setting is not None and not setting.accepts(value):
         return f"{key} must be {setting.allowed()}, got {value!r}"
     if not key.startswith("algo."):

@@ -102,20 +102,26 @@ def choices() -> dict[str, dict[str, Any]]:
     return {name: dict(choice) for name, choice in _CHOICES.items()}
 
 
+def choice_descriptions() -> dict[str, str]:
+    """Each choice this process made, by name, in words: its value, where it came from, when,
+    and the timings behind it (what the start-up lines, reports and MLflow params show)."""
+    return {name: describe(choice) for name, choice in sorted(_CHOICES.items())}
+
+
 def choice_lines() -> list[str]:
-    """One line per choice this process made, for start-up lines and reports."""
-    lines = []
-    for name, choice in sorted(_CHOICES.items()):
-        timings = ", ".join(
-            f"{part} {1e6 * seconds:.0f} us" for part, seconds in choice["timings"].items()
-        )
-        when = f" at {choice['measured_at']}" if choice.get("measured_at") else ""
-        lines.append(
-            f"{name}: {choice['value']!r} ({choice['source']}{when}"
-            + (f"; {timings}" if timings else "")
-            + ")"
-        )
-    return lines
+    """One line per choice this process made, `name: description`, for reports."""
+    return [f"{name}: {text}" for name, text in choice_descriptions().items()]
+
+
+def describe(choice: dict[str, Any]) -> str:
+    """A choice in words: `True (kept at 2026-11-28 12:00:00; mkl 4100 us, onednn 5200 us)`."""
+    timings = ", ".join(
+        f"{part} {1e6 * seconds:.0f} us" for part, seconds in choice["timings"].items()
+    )
+    when = f" at {choice['measured_at']}" if choice.get("measured_at") else ""
+    return (
+        f"{choice['value']!r} ({choice['source']}{when}" + (f"; {timings}" if timings else "") + ")"
+    )
 
 
 def machine_busy(share: float = 0.25, window: float = 0.25) -> str:
@@ -157,7 +163,7 @@ def measured_once(name: str, measure: Callable[[], Any]) -> Any:
         with exclusive_lock(path.with_name(path.name + ".lock")):
             kept = _read(path)
             if key in kept:
-                entry = kept[key] if isinstance(kept[key], dict) else {"value": kept[key]}
+                entry = _as_entry(kept[key])
                 _note(name, entry, "kept")
                 return entry["value"]
             found = _verdict(measure())
@@ -173,6 +179,11 @@ def measured_once(name: str, measure: Callable[[], Any]) -> Any:
             found = _verdict(measure())
         _note(name, _entry(found), f"measured now, not kept: {path} cannot be written ({exc})")
         return found.value
+
+
+def _as_entry(raw: Any) -> dict[str, Any]:
+    """A kept entry as a dict: a value kept before dates and timings were kept is its value."""
+    return raw if isinstance(raw, dict) else {"value": raw}
 
 
 def _verdict(result: Any) -> Verdict:
@@ -194,17 +205,14 @@ def _note(name: str, entry: dict[str, Any], source: str) -> None:
         "measured_at": entry.get("measured_at"),
         "timings": dict(entry.get("timings") or {}),
     }
-    (line,) = [line for line in choice_lines() if line.startswith(f"{name}:")]
-    log.info("per-machine choice %s", line)
+    log.info("per-machine choice %s: %s", name, describe(_CHOICES[name]))
 
 
 def kept(name: str) -> dict[str, Any] | None:
     """This machine's kept entry of `name` (`value`, and when measured since dates were kept,
     `measured_at` and `timings`), or None."""
     entry = _read(folder() / f"{name}.json").get(machine_key())
-    if entry is None:
-        return None
-    return entry if isinstance(entry, dict) else {"value": entry}
+    return None if entry is None else _as_entry(entry)
 
 
 def forget(name: str) -> None:

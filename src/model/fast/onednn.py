@@ -7,9 +7,10 @@ multiplies: a few rows while decoding, thousands in the log-prob forwards
 (`docs/performance.md`). The op is private and has no backward of its own, so:
 
 - it is used only where `faster_here()` finds it clearly faster than `F.linear` on this
-  machine (timed on the step's products, the gradients' included, and kept once per machine only when the timings are
-  clear and the machine was not busy, `src.utils.per_machine`, so every process there rounds
-  alike), so a CPU where MKL is quick keeps MKL;
+  machine (timed on the step's forward products, and kept once per machine only when the
+  timings are clear and the machine was not busy, `src.utils.per_machine`, so every process
+  there rounds alike), so a CPU where MKL is quick keeps MKL; the gradients' products go
+  through oneDNN only where `gradients_faster_here()` says so too;
 - decoding reads it through `src.model.fast.packed` (`packed_product`), under the probes of
   the packed paths there;
 - the log-prob forwards read it through `onednn_linears`, which routes every float32 CPU
@@ -85,6 +86,17 @@ def gradients_faster_here() -> bool:
     return _gradients_faster[0]
 
 
+def forget_verdicts() -> None:
+    """This process's answers dropped, so that the next question reads or times them again
+    (`benchmarks/fast_paths.py --retime`, after `per_machine.forget`)."""
+    _faster.clear()
+    _gradients_faster.clear()
+
+
+# the per-machine choices this module makes, by name
+VERDICTS = {PATH: faster_here, GRADIENTS: gradients_faster_here}
+
+
 # rows x in -> out: decoding rows (a batch's B * G) and a chunk of training rows, at SmolLM2's
 # widths (576 -> 1536) and Gemma 3 270M's (640 -> 2048)
 SHAPES = ((32, 576, 1536), (1024, 576, 1536), (32, 640, 2048), (1024, 640, 2048))
@@ -137,7 +149,8 @@ def _time_both(rounds: int = ROUNDS, gradients: bool = False) -> Verdict:
         else ""
     )
     log.info(
-        "oneDNN products %.0f us, MKL %.0f us: the products %s%s",
+        "oneDNN %s %.0f us, MKL %.0f us: they %s%s",
+        "gradient products" if gradients else "products",
         1e6 * onednn,
         1e6 * mkl,
         "go through oneDNN where proven" if faster else "stay on MKL",
