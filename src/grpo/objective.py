@@ -101,14 +101,7 @@ def _count(given: Tensor | float | None, own: Tensor) -> Tensor:
     return count.to(own.dtype).clamp(min=1.0)
 
 
-# the policy losses' knobs at TRL's defaults (clip 0.2 both sides, no delta, SAPO's 1.0 / 1.05)
-DEFAULT_KNOBS = LossSettings(
-    epsilon_low=0.2,
-    epsilon_high=0.2,
-    delta=None,
-    sapo_temperature_pos=1.0,
-    sapo_temperature_neg=1.05,
-)
+DEFAULT_KNOBS = LossSettings()  # the policy losses' knobs at TRL's defaults
 
 
 @dataclass(frozen=True)

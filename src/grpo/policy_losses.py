@@ -21,14 +21,14 @@ from src.utils.registry import Registry
 
 @dataclass(frozen=True)
 class LossSettings:
-    """The knobs of the policy losses (`algo.*`, TRL's names), every one given by the caller:
-    their defaults are the run's settings' (`AlgoSettings`), not kept here too."""
+    """The knobs of the policy losses (`algo.*`, TRL's names), at TRL's defaults: clip 0.2 on
+    both sides, no delta, SAPO's 1.0 / 1.05. `AlgoSettings` takes its defaults from here."""
 
-    epsilon_low: float  # clip: rho >= 1 - epsilon_low
-    epsilon_high: float  # clip: rho <= 1 + epsilon_high; cispo: the weight's cap itself
-    delta: float | None  # clip: rho <= delta also for negative advantages (two-sided)
-    sapo_temperature_pos: float  # sapo: the gate's temperature where A > 0
-    sapo_temperature_neg: float  # sapo: where A <= 0
+    epsilon_low: float = 0.2  # clip: rho >= 1 - epsilon_low
+    epsilon_high: float = 0.2  # clip: rho <= 1 + epsilon_high; cispo: the weight's cap itself
+    delta: float | None = None  # clip: rho <= delta also for negative advantages (two-sided)
+    sapo_temperature_pos: float = 1.0  # sapo: the gate's temperature where A > 0
+    sapo_temperature_neg: float = 1.05  # sapo: where A <= 0
 
 
 @dataclass(frozen=True)

@@ -50,6 +50,9 @@ METHOD_KEYS = (
 )
 
 
+KNOBS = LossSettings()  # the policy losses' knobs' defaults, declared once beside them
+
+
 @dataclass(frozen=True)
 class AlgoSettings:
     """Every GRPO setting, with TRL's name where TRL has one; docs/configuration.md says what
@@ -57,8 +60,8 @@ class AlgoSettings:
 
     group_size: int = 8
     kl_beta: float = 0.0
-    epsilon_low: float = 0.2
-    epsilon_high: float = 0.2
+    epsilon_low: float = KNOBS.epsilon_low
+    epsilon_high: float = KNOBS.epsilon_high
     loss_type: str = "grpo"
     scale_rewards: str = "group"
     advantage_estimator: str = "grpo"
@@ -66,9 +69,9 @@ class AlgoSettings:
     num_iterations: int = 1
     importance_sampling_level: str = "token"
     policy_loss: str = "clip"
-    delta: float | None = None
-    sapo_temperature_pos: float = 1.0
-    sapo_temperature_neg: float = 1.05
+    delta: float | None = KNOBS.delta
+    sapo_temperature_pos: float = KNOBS.sapo_temperature_pos
+    sapo_temperature_neg: float = KNOBS.sapo_temperature_neg
     mask_truncated_completions: bool = False
     top_entropy_quantile: float = 1.0
     max_grad_norm: float | None = 1.0

@@ -23,6 +23,7 @@ from src.policy.frozen import frozen_generate, frozen_option_scores
 from src.policy.generator import Generator
 from src.policy.plans import PlanCache, read_plan
 from src.policy.queries import parse_queries
+from src.policy.rewriter_settings import RewriterSettings
 from src.policy.role import Outcomes
 from src.retrieval.hit import Hit, documents_text, merge_hits
 from src.retrieval.retriever import Retriever
@@ -32,12 +33,10 @@ from src.utils.progress import progress_steps
 from src.utils.timing import phase
 
 log = logging.getLogger(__name__)
-QUERY_SOURCES = ("rewriter", "question", "question_options", "expanded")
 NO_SFT_TARGET = (  # a warm start asked for with nothing to teach
     "policy=rewriter has no gold queries to teach: set policy.sft_target (for example "
     "' {question}', the question as the query) or sft.enabled=false"
 )
-ANSWER_MODES = ("likelihood", "generate")
 
 
 class Rewriter(Generator):
@@ -65,57 +64,19 @@ class Rewriter(Generator):
         retriever: Retriever,
         planner: Sampler,
         answerer: Sampler,
-        plan_template: str,
-        answer_template: str,
-        plan_cache_dir: str,
-        plan_model: str,
-        document_template: str = "[{rank}] {title}: {content}",
-        num_queries: int = 3,
-        query_k: int = 3,
-        k: int = 3,
-        answer_mode: str = "likelihood",
-        query_source: str = "rewriter",
-        frozen_batch_size: int = 16,
-        plan_prefix: str = "",
-        sft_target: str = "",
         reader: AdaptedNetwork | None = None,
-        rank_depth: int = 20,
-        **generator: Any,
+        **keys: Any,
     ) -> None:
-        super().__init__(sft_target=sft_target, **generator)  # no answer to teach as a query
-        if answer_mode not in ANSWER_MODES:
-            raise ConfigError(
-                f"policy.answer_mode must be one of {ANSWER_MODES}, got {answer_mode!r}"
-            )
-        if query_source not in QUERY_SOURCES:
-            raise ConfigError(
-                f"policy.query_source must be one of {QUERY_SOURCES}, got {query_source!r}"
-            )
-        for key, value in (
-            ("num_queries", num_queries),
-            ("query_k", query_k),
-            ("k", k),
-            ("rank_depth", rank_depth),
-        ):
-            if value < 1:
-                raise ConfigError(f"policy.{key} must be >= 1, got {value}")
+        """`keys` are the config's flat `policy.*` keys: the rewriter's own are read once into
+        `self.settings` (`RewriterSettings`, checked there), the rest are the generator's
+        prompt settings."""
+        keys.setdefault("sft_target", "")  # no answer to teach as a query
+        self.settings = RewriterSettings.taken_from(keys)
+        super().__init__(**keys)
         self.retriever = retriever
         self.planner = planner
         self.answerer = answerer
-        self.plan_template = plan_template
-        self.answer_template = answer_template
-        self.document_template = document_template
-        self.plan_cache_dir = plan_cache_dir
-        self.plan_model = plan_model
-        self.num_queries = num_queries
-        self.query_k = query_k
-        self.k = k
-        self.answer_mode = answer_mode
-        self.query_source = query_source
-        self.frozen_batch_size = frozen_batch_size
-        self.plan_prefix = plan_prefix or ""
         self.reader = reader  # the frozen generator's own model; None: the policy's base
-        self.rank_depth = rank_depth  # hits per search read to place the gold answer
 
     # ----------------------------------------------------------------------------- plans
     def prepare(self, network: AdaptedNetwork, rows: list[dict[str, Any]]) -> dict[str, float]:
@@ -131,20 +92,26 @@ class Rewriter(Generator):
             return {"planner/generated": 0.0, "timing/planner": time.perf_counter() - started}
         chat = self._uses_chat(network.tokenizer)  # the planner is asked as the rewriter is
         # how the prompt is framed is part of what the plans depend on, so of the cache's name
-        framing = f"{self.plan_template}\x00chat={chat}\x00prefix={self.plan_prefix}"
+        framing = (
+            f"{self.settings.plan_template}\x00chat={chat}\x00prefix={self.settings.plan_prefix}"
+        )
         if added_bos(network.tokenizer) is not None:  # its prompts start with a BOS (Gemma)
             framing += "\x00bos"
-        cache = PlanCache(self.plan_cache_dir, self.plan_model, framing)
-        questions = [self._fill(self.plan_template, row, "plan_template") for row in rows]
+        cache = PlanCache(self.settings.plan_cache_dir, self.settings.plan_model, framing)
+        questions = [self._fill(self.settings.plan_template, row, "plan_template") for row in rows]
         missing = list(dict.fromkeys(q for q in questions if cache.get(q) is None))
         hits = len(questions) - sum(cache.get(q) is None for q in questions)
         if missing:
             log.info("Planning %d questions with the frozen planner", len(missing))
-            for start in progress_steps(range(0, len(missing), self.frozen_batch_size), "plans"):
-                batch = missing[start : start + self.frozen_batch_size]
+            for start in progress_steps(
+                range(0, len(missing), self.settings.frozen_batch_size), "plans"
+            ):
+                batch = missing[start : start + self.settings.frozen_batch_size]
                 prompts = [self._plan_prompt(network.tokenizer, text, chat) for text in batch]
-                texts = frozen_generate(network, self.planner, prompts, self.frozen_batch_size)
-                plans = [self.plan_prefix + text for text in texts]
+                texts = frozen_generate(
+                    network, self.planner, prompts, self.settings.frozen_batch_size
+                )
+                plans = [self.settings.plan_prefix + text for text in texts]
                 cache.add(dict(zip(batch, plans, strict=True)))  # kept if the run stops
         not_json = 0
         for row, question in zip(rows, questions, strict=True):
@@ -177,14 +144,14 @@ class Rewriter(Generator):
         """Whether `template` or `answer_template` names the field `plan`."""
         return any(
             name == "plan"
-            for pattern in (self.template, self.answer_template)
+            for pattern in (self.template, self.settings.answer_template)
             for _, name, _, _ in string.Formatter().parse(pattern)
         )
 
     def reads_completions(self) -> bool:
         """The queries come from the completions, except where the source is the question
         (alone or with its options)."""
-        return self.query_source not in ("question", "question_options")
+        return self.settings.query_source not in ("question", "question_options")
 
     def _plan_prompt(self, tokenizer: Any, text: str, chat: bool) -> str:
         """The planner's prompt for a filled `plan_template`: one user turn of the chat
@@ -195,7 +162,7 @@ class Rewriter(Generator):
             text = tokenizer.apply_chat_template(
                 messages, tokenize=False, add_generation_prompt=True
             )
-        return text + self.plan_prefix
+        return text + self.settings.plan_prefix
 
     def sft_targets(self, rows: list[dict[str, Any]]) -> list[str]:
         """The query a warm start teaches, `policy.sft_target` over the row's fields (there
@@ -247,7 +214,7 @@ class Rewriter(Generator):
                 and all(copies_question(query, str(row["question"])) for query in asked),
                 "names_option": any(names_option(query, row) for query in asked),
             }
-            if self.answer_mode == "likelihood":
+            if self.settings.answer_mode == "likelihood":
                 detail["gold_probability"] = chance
             details.append(detail)
         return Outcomes(letters, details)
@@ -255,17 +222,17 @@ class Rewriter(Generator):
     def queries(self, completion: str, row: dict[str, Any]) -> list[str]:
         """The queries a completion asks (or the question, alone or followed by its options'
         texts, where `query_source` says so)."""
-        if self.query_source == "question":
+        if self.settings.query_source == "question":
             return [str(row["question"])]
-        if self.query_source == "question_options":
+        if self.settings.query_source == "question_options":
             options = [str(row["options"][letter]) for letter in LETTERS]
             return [" ".join([str(row["question"]), *options])]
-        return parse_queries(self.response_prefix + completion, self.num_queries)
+        return parse_queries(self.response_prefix + completion, self.settings.num_queries)
 
     def searches(self, queries: list[str], row: dict[str, Any]) -> list[str]:
         """What is searched for a completion's queries: the queries themselves, or with
         `query_source=expanded` one search, the question followed by them."""
-        if self.query_source != "expanded":
+        if self.settings.query_source != "expanded":
             return queries
         return [" ".join([str(row["question"]), *queries])]
 
@@ -275,12 +242,14 @@ class Rewriter(Generator):
         deeper lists, their top `rank_depth` (or `query_k`, if more), where the gold answer's
         rank is read."""
         flat = [query for asked in queries for query in asked]
-        depth = max(self.query_k, self.rank_depth)
+        depth = max(self.settings.query_k, self.settings.rank_depth)
         found = self.retriever.search(flat, depth) if flat else []
         documents, ranked, at = [], [], 0
         for asked in queries:
             lists = found[at : at + len(asked)]
-            documents.append(merge_hits([hits[: self.query_k] for hits in lists], self.k))
+            documents.append(
+                merge_hits([hits[: self.settings.query_k] for hits in lists], self.settings.k)
+            )
             ranked.append(lists)
             at += len(asked)
         return documents, ranked
@@ -297,22 +266,24 @@ class Rewriter(Generator):
         network = network if self.reader is None else self.reader  # its own model, or the base
         prompts = [
             self._fill(
-                self.answer_template,
-                {**row, "documents": documents_text(found, self.document_template)},
+                self.settings.answer_template,
+                {**row, "documents": documents_text(found, self.settings.document_template)},
                 "answer_template",
             )
             for row, found in zip(rows, documents, strict=True)
         ]
-        if self.answer_mode == "likelihood":
+        if self.settings.answer_mode == "likelihood":
             options = [[" " + str(row["options"][letter]) for letter in LETTERS] for row in rows]
-            scores = frozen_option_scores(network, prompts, options, self.frozen_batch_size)
+            scores = frozen_option_scores(
+                network, prompts, options, self.settings.frozen_batch_size
+            )
             letters = [LETTERS[max(range(len(row)), key=row.__getitem__)] for row in scores]
             gold = [LETTERS.find(str(row.get("answer") or "?")) for row in rows]
             return letters, [
                 option_probability(row, index) if index >= 0 else None
                 for row, index in zip(scores, gold, strict=True)
             ]
-        texts = frozen_generate(network, self.answerer, prompts, self.frozen_batch_size)
+        texts = frozen_generate(network, self.answerer, prompts, self.settings.frozen_batch_size)
         return [first_letter(text) for text in texts], [None] * len(texts)
 
 

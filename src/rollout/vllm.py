@@ -36,6 +36,7 @@ import torch
 from torch import Tensor, nn
 
 from src.model.network import DecodedNetwork
+from src.rollout.engine_settings import EngineSettings
 from src.rollout.rollout import Rollout, pad_rows, unpadded_prompts
 from src.rollout.sampler import check_sampling
 from src.utils.distributed import is_distributed
@@ -242,27 +243,18 @@ class VLLMSampler:
         top_k: int = 0,
         repetition_penalty: float = 1.0,
         min_completion_length: int = 0,
-        gpu_memory_utilization: float = 0.3,
-        tensor_parallel_size: int = 1,
-        max_model_len: int | None = None,
-        enable_prefix_caching: bool = True,
-        max_lora_rank: int | None = None,
-        dtype: str = "auto",
-        seed: int = 0,
-        enforce_eager: bool = False,
-        sleep_between_rollouts: bool = False,
         stop_strings: list[str] | None = None,
+        **engine: Any,
     ) -> None:
+        """The sampling settings are `HFSampler`'s; `engine` holds the config's other
+        `rollout.*` keys, read once into `self.engine` (`EngineSettings`, checked there)."""
         check_sampling(max_completion_length, temperature, min_completion_length)
         if stop_strings:
             raise ConfigError(
                 "rollout.stop_strings is served by rollout=hf only (the engine returns token "
                 "ids without their text); use rollout=hf or set rollout.stop_strings=null"
             )
-        if not 0 < gpu_memory_utilization <= 1:
-            raise ConfigError(
-                f"rollout.gpu_memory_utilization must be in (0, 1], got {gpu_memory_utilization}"
-            )
+        self.engine = EngineSettings.of(engine)
         check_vllm_usable()
         self.max_completion_length = max_completion_length
         self.min_completion_length = min_completion_length
@@ -270,15 +262,6 @@ class VLLMSampler:
         self.top_p = top_p
         self.top_k = top_k
         self.repetition_penalty = repetition_penalty
-        self.gpu_memory_utilization = gpu_memory_utilization
-        self.tensor_parallel_size = tensor_parallel_size
-        self.max_model_len = max_model_len
-        self.enable_prefix_caching = enable_prefix_caching
-        self.max_lora_rank = max_lora_rank
-        self.dtype = dtype
-        self.seed = seed
-        self.enforce_eager = enforce_eager
-        self.sleep_between_rollouts = sleep_between_rollouts
         self.llm: Any = None  # the vLLM engine, made by the first `sample`
         self._engine_model: str | None = None  # the base it was made from
         self._engine_lora = False  # whether it serves LoRA adapters
@@ -318,7 +301,9 @@ class VLLMSampler:
                 lora_request=self._lora_request if use_adapter else None,
             )
         finally:
-            if self.sleep_between_rollouts:  # weights to CPU, KV cache freed, until next time
+            if (
+                self.engine.sleep_between_rollouts
+            ):  # weights to CPU, KV cache freed, until next time
                 llm.sleep(level=1)
                 self._asleep = True
         tokens, logps = completion_rows(outputs, copies=group_size if greedy else 1)
@@ -385,20 +370,20 @@ class VLLMSampler:
         os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
         settings: dict[str, Any] = {
             "model": path,
-            "dtype": self.dtype,
-            "seed": self.seed,
-            "gpu_memory_utilization": self.gpu_memory_utilization,
-            "tensor_parallel_size": self.tensor_parallel_size,
+            "dtype": self.engine.dtype,
+            "seed": self.engine.seed,
+            "gpu_memory_utilization": self.engine.gpu_memory_utilization,
+            "tensor_parallel_size": self.engine.tensor_parallel_size,
             "max_model_len": engine_max_model_len(
-                self.max_model_len, lm.max_prompt_length, self.max_completion_length
+                self.engine.max_model_len, lm.max_prompt_length, self.max_completion_length
             ),
-            "enable_prefix_caching": self.enable_prefix_caching,
-            "enforce_eager": self.enforce_eager,
-            "enable_sleep_mode": self.sleep_between_rollouts,
+            "enable_prefix_caching": self.engine.enable_prefix_caching,
+            "enforce_eager": self.engine.enforce_eager,
+            "enable_sleep_mode": self.engine.sleep_between_rollouts,
             "logprobs_mode": "processed_logprobs",  # after temperature: what the loss compares
         }
         if lm.uses_lora:
-            rank = self.max_lora_rank or lora_rank_slot(adapter_rank(lm.network))
+            rank = self.engine.max_lora_rank or lora_rank_slot(adapter_rank(lm.network))
             settings.update(enable_lora=True, max_lora_rank=rank, max_loras=1)
         if four_bit:
             settings.update(quantization="bitsandbytes", load_format="bitsandbytes")

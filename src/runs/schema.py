@@ -21,7 +21,7 @@ from omegaconf import DictConfig, OmegaConf
 from src.data.datamodule import SPLITS
 from src.model.causal_lm import DTYPES
 from src.policy.generator import CHAT_TEMPLATE_CHOICES
-from src.policy.rewriter import ANSWER_MODES, QUERY_SOURCES
+from src.policy.rewriter_settings import ANSWER_MODES, QUERY_SOURCES
 from src.retrieval.retriever import BACKENDS
 from src.reward.combine import ON_ERROR
 from src.utils.errors import ConfigError

@@ -26,6 +26,7 @@ from src.policy.rewriter import (
     names_option,
     option_probability,
 )
+from src.policy.rewriter_settings import RewriterSettings
 from src.retrieval.corpus import Document
 from src.retrieval.hit import Hit
 from src.reward.combine import CombinedReward
@@ -462,7 +463,7 @@ def test_the_gold_options_probability_is_reported_beside_the_answer(tmp_path, lo
     outcomes = role.outcomes(["", ""], batch, lora_lm)
     for row, detail in zip(batch, outcomes.details, strict=True):
         prompt = role._fill(
-            role.answer_template,
+            role.settings.answer_template,
             {**row, "documents": documents_text_of(role, detail)},
             "answer_template",
         )
@@ -489,7 +490,9 @@ def documents_text_of(role, detail):
     from src.retrieval.hit import documents_text
 
     by_id = {doc.id: doc for doc in DOCS}
-    return documents_text([Hit(by_id[i], 1.0) for i in detail["documents"]], role.document_template)
+    return documents_text(
+        [Hit(by_id[i], 1.0) for i in detail["documents"]], role.settings.document_template
+    )
 
 
 def test_a_warm_start_teaches_the_query_its_target_names(tmp_path):
@@ -555,3 +558,28 @@ def test_the_task_reads_with_another_model_from_the_command_line(make_cfg):
     cfg = make_cfg("task=medqa_rewriter", "model=tiny", "+model@policy.reader=tiny")
     assert cfg.policy.reader._target_ == "src.model.causal_lm.load_causal_lm"
     check_schema(cfg)
+
+
+def test_the_rewriters_settings_are_read_once_from_the_flat_keys():
+    keys = {
+        "plan_template": "Plan: {question}",
+        "answer_template": "{documents}\n{question}",
+        "plan_cache_dir": "plans",
+        "plan_model": "tiny",
+        "k": 2,
+        "template": "{question}",  # the generator's: left in the keys
+    }
+    settings = RewriterSettings.taken_from(keys)
+    assert (settings.k, settings.query_k, settings.plan_prefix) == (2, 3, "")
+    assert keys == {"template": "{question}"}
+    with pytest.raises(ConfigError, match="policy=rewriter needs policy.plan_model"):
+        RewriterSettings.taken_from(
+            {"plan_template": "x", "answer_template": "y", "plan_cache_dir": "z"}
+        )
+    for key, value, words in (
+        ("query_source", "questions", "policy.query_source must be one of"),
+        ("answer_mode", "vote", "policy.answer_mode must be one of"),
+        ("frozen_batch_size", 0, "policy.frozen_batch_size must be >= 1"),
+    ):
+        with pytest.raises(ConfigError, match=words):
+            RewriterSettings("p", "a", "c", "m", **{key: value})
