@@ -22,18 +22,10 @@ from hydra.experimental.callback import Callback
 from omegaconf import DictConfig
 
 from src.grpo.settings import AlgoSettings
-from src.runs.schema import (
-    MISSING,
-    AnyOf,
-    Setting,
-    all_settings,
-    number,
-    setting_of,
-    value_at,
-    whole,
-)
+from src.runs.schema import MISSING, all_settings, setting_of, value_at
 from src.utils.config import plain
 from src.utils.errors import ConfigError
+from src.utils.setting import AnyOf, Setting, number, whole
 
 # the sweeper's settings a search cannot run without (Optuna's; a sweeper without one skips it)
 SWEEPER_SETTINGS: dict[str, Setting] = {

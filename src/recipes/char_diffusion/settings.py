@@ -5,7 +5,7 @@ allowed)."""
 
 from __future__ import annotations
 
-from src.runs.schema import TEXT, AnyOf, Setting, number, whole
+from src.utils.setting import TEXT, AnyOf, Setting, number, whole
 
 SETTINGS: dict[str, Setting | AnyOf] = {
     # the task's data and model

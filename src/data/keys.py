@@ -1,0 +1,19 @@
+"""The data's keys (`data.*`, conf/data/): the rows read, the held-out split and the batches. Each
+key's type, range and choices, beside the code that reads it; `src.runs.schema` assembles every
+folder's table and checks a composed config against them."""
+
+from __future__ import annotations
+
+from src.utils.setting import OPTIONAL_TEXT, AnyOf, Setting, whole
+
+# key -> what it may hold; what each means is said beside it in its config
+SETTINGS: dict[str, Setting | AnyOf] = {
+    # data
+    "data.path": OPTIONAL_TEXT,
+    "data.val_path": OPTIONAL_TEXT,
+    "data.val_size": whole(0),
+    "data.max_val_rows": whole(1, nullable=True),
+    "data.batch_size": whole(1),
+    "data.eval_batch_size": whole(1),
+    "data.seed": whole(),
+}

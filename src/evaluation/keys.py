@@ -1,0 +1,16 @@
+"""`python -m src.eval`'s keys (`eval.*`, conf/eval/). Each key's type, range and choices, beside
+the code that reads it; `src.runs.schema` assembles every folder's table and checks a composed
+config against them."""
+
+from __future__ import annotations
+
+from src.data.datamodule import SPLITS
+from src.utils.setting import AnyOf, Setting, choice, whole
+
+# key -> what it may hold; what each means is said beside it in its config
+SETTINGS: dict[str, Setting | AnyOf] = {
+    # evaluation
+    "eval.split": choice(*SPLITS),
+    "eval.max_rows": whole(1, nullable=True),
+    "eval.batch_size": whole(1),
+}

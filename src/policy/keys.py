@@ -1,0 +1,34 @@
+"""The policy role's keys (`policy.*`, conf/policy/): its prompts and, for the retrieval roles,
+what is searched and read. Each key's type, range and choices, beside the code that reads it;
+`src.runs.schema` assembles every folder's table and checks a composed config against them."""
+
+from __future__ import annotations
+
+from src.policy.generator import CHAT_TEMPLATE_CHOICES
+from src.policy.rewriter_settings import ANSWER_MODES, QUERY_SOURCES
+from src.utils.setting import ANY_TEXT, OPTIONAL_TEXT, TEXT, AnyOf, Setting, choice, whole
+
+# key -> what it may hold; what each means is said beside it in its config
+SETTINGS: dict[str, Setting | AnyOf] = {
+    # the policy role
+    "policy.template": TEXT,
+    "policy.sft_target": ANY_TEXT,
+    "policy.response_prefix": ANY_TEXT,
+    "policy.plan_prefix": ANY_TEXT,
+    "policy.plan_template": TEXT,
+    "policy.answer_template": TEXT,
+    "policy.document_template": TEXT,
+    "policy.passage_template": TEXT,
+    "policy.planner.max_completion_length": whole(1),
+    "policy.answerer.max_completion_length": whole(1),
+    "policy.system_prompt": OPTIONAL_TEXT,
+    "policy.use_chat_template": Setting("str", choices=CHAT_TEMPLATE_CHOICES),
+    "policy.num_queries": whole(1),
+    "policy.query_k": whole(1),
+    "policy.k": whole(1),
+    "policy.rank_depth": whole(1),
+    "policy.query_source": choice(*QUERY_SOURCES),
+    "policy.answer_mode": choice(*ANSWER_MODES),
+    "policy.frozen_batch_size": whole(1),
+    "policy.reader": Setting("config", nullable=True),
+}

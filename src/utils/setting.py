@@ -1,0 +1,119 @@
+"""What one config key may hold: its kind, range, choices and whether null is allowed, with
+the words an error uses to say it. Each config group declares its keys in a table of these
+beside its code (`src/<folder>/keys.py`); `src.runs.schema` assembles the tables and checks a
+composed config against them."""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+from typing import Any
+
+INDEX_TEXT = re.compile(r"\s*\d+\s*(,\s*\d+\s*)*,?\s*")  # "0,1" or "0,": device indices
+
+
+@dataclass(frozen=True)
+class Setting:
+    """What one key may hold: a `kind` (`int`, `float`, `bool`, `str`; `indices`, device
+    indices as a list or as text with commas; `config`, an object's config with `_target_`),
+    an inclusive range (`low`, `high`; `above` makes `low` exclusive, `below` makes `high`
+    exclusive), a set of `choices`, and whether null is allowed."""
+
+    kind: str
+    low: float | None = None
+    high: float | None = None
+    above: bool = False
+    below: bool = False  # `high` is exclusive
+    choices: tuple[Any, ...] | None = None
+    nullable: bool = False
+    blank: bool = False  # a text may be empty
+
+    def allowed(self) -> str:
+        """What the key may hold, in words."""
+        if self.choices is not None:
+            words = "one of " + ", ".join(str(choice) for choice in self.choices)
+        else:
+            words = {
+                "int": "a whole number",
+                "float": "a number",
+                "bool": "true or false",
+                "str": "a text",
+                "indices": "device indices (a list, or text such as 0,1)",
+                "config": "a config with _target_",
+            }[self.kind]
+            if self.low is not None and self.high is not None:
+                words += (
+                    f" in {'(' if self.above else '['}{self.low}, {self.high}"
+                    f"{')' if self.below else ']'}"
+                )
+            elif self.low is not None:
+                words += f" {'>' if self.above else '>='} {self.low}"
+            elif self.high is not None:
+                words += f" <= {self.high}"
+        return words + (" or null" if self.nullable else "")
+
+    def accepts(self, value: Any) -> bool:
+        """Whether `value` is of this kind, in range and among the choices."""
+        if value is None:
+            return self.nullable
+        if self.choices is not None:
+            return any(value == choice and type(value) is type(choice) for choice in self.choices)
+        if self.kind == "bool":
+            return isinstance(value, bool)
+        if self.kind == "str":
+            return isinstance(value, str) and (self.blank or bool(value.strip()))
+        if self.kind == "indices":
+            if isinstance(value, list | tuple):
+                return bool(value) and all(
+                    isinstance(index, int) and not isinstance(index, bool) and index >= 0
+                    for index in value
+                )
+            return isinstance(value, str) and "," in value and bool(INDEX_TEXT.fullmatch(value))
+        if self.kind == "config":
+            return isinstance(value, dict) and bool(value.get("_target_"))
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            return False
+        if self.kind == "int" and not isinstance(value, int):
+            return False
+        if not math.isfinite(value):
+            return False
+        if self.low is not None and (value <= self.low if self.above else value < self.low):
+            return False
+        return self.high is None or (value < self.high if self.below else value <= self.high)
+
+
+@dataclass(frozen=True)
+class AnyOf:
+    """A key that may hold any of several settings' values (`trainer.devices`: a count, -1,
+    "auto" or device indices); `words` says it in short where the options' own words are
+    long."""
+
+    options: tuple[Setting, ...]
+    words: str | None = None
+    kind: str = "any"
+    choices: tuple[Any, ...] | None = None
+
+    def allowed(self) -> str:
+        return self.words or " or ".join(option.allowed() for option in self.options)
+
+    def accepts(self, value: Any) -> bool:
+        return any(option.accepts(value) for option in self.options)
+
+
+def whole(low: float | None = None, **more: Any) -> Setting:
+    return Setting("int", low=low, **more)
+
+
+def number(low: float | None = None, high: float | None = None, **more: Any) -> Setting:
+    return Setting("float", low=low, high=high, **more)
+
+
+def choice(*choices: Any, nullable: bool = False) -> Setting:
+    return Setting("str", choices=choices, nullable=nullable)
+
+
+FLAG = Setting("bool")
+TEXT = Setting("str")
+OPTIONAL_TEXT = Setting("str", nullable=True)
+ANY_TEXT = Setting("str", blank=True)  # a template part or prefix that may be empty
