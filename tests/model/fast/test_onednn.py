@@ -213,3 +213,13 @@ def test_where_onednn_gradients_are_not_faster_the_backward_takes_torchs_product
     torch.nn.functional.linear(plain_x, plain_w).sum().backward()
     assert torch.allclose(x.grad, plain_x.grad, atol=1e-6)
     assert torch.allclose(weight.grad, plain_w.grad, atol=1e-6)
+
+
+def test_the_gradients_verdict_is_asked_where_the_network_is_routed(monkeypatch):
+    """By the proof, before any backward: its timing never lands in an update's."""
+    monkeypatch.setattr(onednn, "_faster", [True])
+    monkeypatch.setattr(onednn, "_gradients_faster", [])
+    asked = []
+    monkeypatch.setattr(onednn, "measured_once", lambda name, timing: asked.append(name) or True)
+    with onednn.onednn_linears(torch.nn.Sequential(torch.nn.Linear(4, 4))) as routed:
+        assert routed == 1 and asked == [onednn.GRADIENTS]
