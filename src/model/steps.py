@@ -7,6 +7,7 @@ the networks they are proven on (`src.model.fast.decoding.decoding_steps` picks)
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Protocol
 
 import torch
@@ -17,8 +18,45 @@ from src.model.hf_cache import cache_argument, returned_cache
 from src.model.positions import position_ids
 
 
+@dataclass(frozen=True)
+class RowContexts:
+    """Rows that continue shared prompts with tokens of their own (a multi-turn rollout's
+    later turns: the prompt, then the row's turns and inserted passages so far): row r reads
+    prompt `owners[r]` of the B left-padded prompts [B, P], then `suffixes[r]`."""
+
+    prompt_ids: Tensor
+    prompt_mask: Tensor
+    owners: list[int]
+    suffixes: list[list[int]]
+
+    def full(self, pad_token_id: int) -> tuple[Tensor, Tensor]:
+        """Each row's whole context as one left-padded batch [R, L] and its attention mask."""
+        prompts = [
+            ids[mask.bool()].tolist()
+            for ids, mask in zip(self.prompt_ids, self.prompt_mask, strict=True)
+        ]
+        ids, mask = left_padded(
+            [prompts[o] + list(s) for o, s in zip(self.owners, self.suffixes, strict=True)],
+            pad_token_id,
+        )
+        return ids.to(self.prompt_ids.device), mask.to(self.prompt_ids.device)
+
+
+def left_padded(rows: list[list[int]], pad_token_id: int) -> tuple[Tensor, Tensor]:
+    """Token rows as one left-padded batch [N, max length] and its attention mask."""
+    width = max(len(row) for row in rows)
+    ids = torch.full((len(rows), width), pad_token_id, dtype=torch.long)
+    mask = torch.zeros(len(rows), width, dtype=torch.long)
+    for i, row in enumerate(rows):
+        if row:
+            ids[i, width - len(row) :] = torch.tensor(row, dtype=torch.long)
+            mask[i, width - len(row) :] = 1
+    return ids, mask
+
+
 class Steps(Protocol):
-    """Decoding of B prompts with G rows each: `prefill` once, then `step` per new token."""
+    """Decoding of B prompts with G rows each: `prefill` once, then `step` per new token; or
+    of rows that continue shared prompts: `prefill_rows` once, then `step`."""
 
     def prefill(
         self, prompt_ids: Tensor, prompt_mask: Tensor, group_size: int, new_tokens: int
@@ -28,9 +66,22 @@ class Steps(Protocol):
         prompt's last position (they predict its first new token)."""
         ...
 
+    def prefill_rows(self, contexts: RowContexts, pad_token_id: int, new_tokens: int) -> Tensor:
+        """Read each row's context (`RowContexts`), with room for `new_tokens` more positions.
+        Returns the float32 logits [R, V] of each row's last position."""
+        ...
+
     def step(self, tokens: Tensor, positions: Tensor) -> Tensor:
         """Float32 logits [B * G, V] after `tokens` [B * G] at `positions` [B * G, 1]."""
         ...
+
+
+def whole_contexts(
+    steps: Steps, contexts: RowContexts, pad_token_id: int, new_tokens: int
+) -> Tensor:
+    """`prefill_rows` the plain way: every row's whole context read as a prompt of its own."""
+    ids, mask = contexts.full(pad_token_id)
+    return steps.prefill(ids, mask, 1, new_tokens)
 
 
 class ModuleSteps:
@@ -62,6 +113,9 @@ class ModuleSteps:
             reserve(self.cache, new_tokens)
         self.mask = prompt_mask.repeat_interleave(group_size, dim=0)
         return out.logits[:, -1, :].float()
+
+    def prefill_rows(self, contexts: RowContexts, pad_token_id: int, new_tokens: int) -> Tensor:
+        return whole_contexts(self, contexts, pad_token_id, new_tokens)
 
     def step(self, tokens: Tensor, positions: Tensor) -> Tensor:
         self.mask = torch.cat([self.mask, self.mask.new_ones(self.mask.size(0), 1)], dim=1)

@@ -22,7 +22,7 @@ from transformers import (
     TopPLogitsWarper,
 )
 
-from src.model.steps import Steps
+from src.model.steps import RowContexts, Steps
 
 # on a GPU, tokens drawn between two questions of whether every row has ended
 ENDED_CHECK_EVERY = 16
@@ -125,14 +125,69 @@ def decode(
     they are done (a multi-turn row at `</search>`): pad follows. It sees every token drawn, so
     a caller that cuts a row at its stop text gets the tokens it would get without `stop`; only
     the loop ends sooner when every row has stopped."""
-    device = prompt_ids.device
+    logits = steps.prefill(prompt_ids, prompt_mask, group_size, max_new_tokens)
+    start = Start(
+        logits.repeat_interleave(group_size, dim=0),
+        prompt_ids.repeat_interleave(group_size, dim=0),  # what repetition penalty reads
+        prompt_mask.sum(dim=1, keepdim=True).repeat_interleave(group_size, dim=0),
+    )
+    return drawn_after(
+        steps, start, max_new_tokens, eos_token_ids, pad_token_id, sampling, ended_check_every, stop
+    )
+
+
+@torch.no_grad()
+def decode_rows(
+    steps: Steps,
+    contexts: RowContexts,
+    max_new_tokens: int,
+    eos_token_ids: list[int],
+    pad_token_id: int,
+    sampling: Sampling,
+    stop: Stop | None = None,
+) -> Tensor:
+    """New tokens [R, <= max_new_tokens] after each row's context (`RowContexts`: a prompt
+    shared with other rows, then the row's own tokens), as `decode` draws them after whole
+    prompts; `steps` (built for R rows) read each shared prompt once where they can
+    (`Steps.prefill_rows`)."""
+    ids, mask = contexts.full(pad_token_id)
+    start = Start(
+        steps.prefill_rows(contexts, pad_token_id, max_new_tokens),
+        ids,
+        mask.sum(dim=1, keepdim=True),
+    )
+    return drawn_after(
+        steps, start, max_new_tokens, eos_token_ids, pad_token_id, sampling, None, stop
+    )
+
+
+@dataclass(frozen=True)
+class Start:
+    """Where the drawing starts once the contexts are read: the logits of each row's last
+    position [N, V], the tokens repetition penalty reads [N, L], each row's next position
+    [N, 1]."""
+
+    logits: Tensor
+    seen: Tensor
+    position: Tensor
+
+
+def drawn_after(
+    steps: Steps,
+    start: Start,
+    max_new_tokens: int,
+    eos_token_ids: list[int],
+    pad_token_id: int,
+    sampling: Sampling,
+    ended_check_every: int | None = None,
+    stop: Stop | None = None,
+) -> Tensor:
+    """The decoding loop of `decode` and `decode_rows`, from `start` on."""
+    logits, seen, position = start.logits, start.seen, start.position
+    device = logits.device
     check_every = ended_check_every or (1 if device.type == "cpu" else ENDED_CHECK_EVERY)
     eos = torch.as_tensor(eos_token_ids, device=device)
     processors = sampling.processors()
-    logits = steps.prefill(prompt_ids, prompt_mask, group_size, max_new_tokens)
-    logits = logits.repeat_interleave(group_size, dim=0)
-    seen = prompt_ids.repeat_interleave(group_size, dim=0)  # what repetition penalty reads
-    position = prompt_mask.sum(dim=1, keepdim=True).repeat_interleave(group_size, dim=0)
     rows = seen.size(0)
     ended = torch.zeros(rows, dtype=torch.bool, device=device)
     tokens: list[Tensor] = []

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from typing import Any
 
 import torch
@@ -9,7 +11,8 @@ from torch import Tensor
 
 from src.model.fast.decoding import decoding_steps
 from src.model.network import DecodedNetwork
-from src.rollout.decode import Sampling, Stop, decode
+from src.model.steps import RowContexts, Steps
+from src.rollout.decode import Sampling, Stop, decode, decode_rows
 from src.rollout.rollout import Rollout, completion_mask
 from src.rollout.sampler import check_sampling
 from src.rollout.stops import first_mark, stop_at_marks
@@ -68,36 +71,67 @@ class HFSampler:
     ) -> Tensor:
         """[B * G, <= max_new_tokens] tokens drawn after each of the B left-padded token
         prompts, G rows per prompt, pad after each row's first EOS or where `stop` ends it
-        (what `sample` decodes, and a multi-turn rollout's every turn)."""
-        sampling = (
-            Sampling(greedy=True)
-            if greedy
-            else Sampling(
-                temperature=self.temperature,
-                top_p=self.top_p,
-                top_k=self.top_k,
-                repetition_penalty=self.repetition_penalty,
-                min_new_tokens=min(self.min_completion_length, max_new_tokens),
+        (what `sample` decodes, and a multi-turn rollout's first turn)."""
+        rows = input_ids.size(0) * group_size
+        with self._steps(lm, rows) as steps:
+            return decode(
+                steps,
+                input_ids,
+                attention_mask,
+                group_size,
+                max_new_tokens,
+                lm.eos_token_ids,
+                lm.tokenizer.pad_token_id,
+                self._sampling(greedy, max_new_tokens),
+                stop=stop,
             )
+
+    @torch.no_grad()
+    def new_tokens_after(
+        self,
+        lm: DecodedNetwork,
+        contexts: RowContexts,
+        max_new_tokens: int,
+        greedy: bool = False,
+        stop: Stop | None = None,
+    ) -> Tensor:
+        """[R, <= max_new_tokens] tokens drawn after each row's context (a multi-turn
+        rollout's later turns: its prompt, shared with the other rows of its group, then its
+        own turns and inserted passages), each shared prompt read once where the decoding
+        steps can (`decode_rows`)."""
+        with self._steps(lm, len(contexts.owners)) as steps:
+            return decode_rows(
+                steps,
+                contexts,
+                max_new_tokens,
+                lm.eos_token_ids,
+                lm.tokenizer.pad_token_id,
+                self._sampling(greedy, max_new_tokens),
+                stop=stop,
+            )
+
+    def _sampling(self, greedy: bool, max_new_tokens: int) -> Sampling:
+        """How each token is chosen: greedily, or with this sampler's settings."""
+        if greedy:
+            return Sampling(greedy=True)
+        return Sampling(
+            temperature=self.temperature,
+            top_p=self.top_p,
+            top_k=self.top_k,
+            repetition_penalty=self.repetition_penalty,
+            min_new_tokens=min(self.min_completion_length, max_new_tokens),
         )
+
+    @contextlib.contextmanager
+    def _steps(self, lm: DecodedNetwork, rows: int) -> Iterator[Steps]:
+        """The decoding steps for `rows` rows, the network in eval mode meanwhile."""
         was_training = lm.network.training
         lm.network.eval()
-        rows = input_ids.size(0) * group_size
         try:
             with decoding_steps(
                 lm.network, rows, lm.keeps_few_logits, self.fused_steps, self.packed_weights
             ) as steps:
-                return decode(
-                    steps,
-                    input_ids,
-                    attention_mask,
-                    group_size,
-                    max_new_tokens,
-                    lm.eos_token_ids,
-                    lm.tokenizer.pad_token_id,
-                    sampling,
-                    stop=stop,
-                )
+                yield steps
         finally:
             lm.network.train(was_training)
 

@@ -21,8 +21,9 @@ import torch
 from torch import Tensor
 
 from src.model.network import DecodedNetwork
+from src.model.steps import RowContexts
 from src.rollout.decode import Stop
-from src.rollout.rollout import Rollout, pad_rows, unpadded_prompts
+from src.rollout.rollout import Rollout, pad_rows
 from src.rollout.stops import first_mark, stop_at_marks
 
 
@@ -53,6 +54,19 @@ class TurnSampler(Protocol):
     ) -> Tensor:
         """[B * G, <= max_new_tokens] tokens after each left-padded prompt, pad after EOS or
         where `stop` ends a row (it may also draw on: the caller cuts at the stop text)."""
+        ...
+
+    def new_tokens_after(
+        self,
+        lm: DecodedNetwork,
+        contexts: RowContexts,
+        max_new_tokens: int,
+        greedy: bool = False,
+        stop: Stop | None = None,
+    ) -> Tensor:
+        """[R, <= max_new_tokens] tokens after each row's context (its prompt, shared with
+        the rows of its group, then its own turns and inserted passages), as `new_tokens`
+        draws them after whole prompts: a later turn."""
         ...
 
     def sync(self, lm: DecodedNetwork) -> None:
@@ -119,12 +133,12 @@ class MultiTurnSampler:
         self, lm: DecodedNetwork, prompts: list[str], group_size: int, greedy: bool = False
     ) -> Rollout:
         """G completions for each prompt, each in as many turns as its searches; the first
-        turn reads each prompt once for its G rows, the later ones run each row alone."""
+        turn reads each prompt once for its G rows, a later one each row's own tokens after
+        its prompt (read once for its rows where the turn sampler can)."""
         encoded = lm.encode_prompts(prompts)
         prompt_ids = encoded["input_ids"].repeat_interleave(group_size, dim=0)
         prompt_mask = encoded["attention_mask"].repeat_interleave(group_size, dim=0)
         budget = self.max_completion_length
-        prompts = unpadded_prompts(prompt_ids, prompt_mask)
         rows = [Row() for _ in range(prompt_ids.size(0))]
         drawn = self.turns.new_tokens(
             lm,
@@ -151,12 +165,15 @@ class MultiTurnSampler:
             going = [i for i in waiting if not rows[i].done]
             if not going:
                 break
-            contexts = [prompts[i] + rows[i].tokens for i in going]
-            ids, mask = left_padded(contexts, lm.tokenizer.pad_token_id)
-            ids, mask = ids.to(prompt_ids.device), mask.to(prompt_ids.device)
+            contexts = RowContexts(
+                encoded["input_ids"],
+                encoded["attention_mask"],
+                [i // group_size for i in going],
+                [rows[i].tokens for i in going],
+            )
             room = max(budget - rows[i].written for i in going)
             stop = self._stop(lm, [rows[i] for i in going])
-            drawn = self.turns.new_tokens(lm, ids, mask, 1, room, greedy, stop)
+            drawn = self.turns.new_tokens_after(lm, contexts, room, greedy, stop)
             self._take(lm, rows, going, drawn)
         return self._rollout(lm, rows, prompt_ids, prompt_mask)
 
@@ -213,15 +230,3 @@ class MultiTurnSampler:
             completions=lm.tokenizer.batch_decode(ids, skip_special_tokens=True),
             inserted_mask=inserted.to(device),
         )
-
-
-def left_padded(rows: list[list[int]], pad_token_id: int) -> tuple[Tensor, Tensor]:
-    """Token rows as one left-padded batch [N, max length] and its attention mask."""
-    width = max(len(row) for row in rows)
-    ids = torch.full((len(rows), width), pad_token_id, dtype=torch.long)
-    mask = torch.zeros(len(rows), width, dtype=torch.long)
-    for i, row in enumerate(rows):
-        if row:
-            ids[i, width - len(row) :] = torch.tensor(row, dtype=torch.long)
-            mask[i, width - len(row) :] = 1
-    return ids, mask

@@ -78,6 +78,17 @@ class ScriptedTurns:
                 ids = tokenizer(text.rstrip("$"), add_special_tokens=False)["input_ids"]
                 rows.append(ids + lm.eos_token_ids[:1] if text.endswith("$") else ids)
         rows = [row[:max_new_tokens] for row in rows]
-        width = max(len(row) for row in rows)
-        pad = tokenizer.pad_token_id
-        return torch.tensor([row + [pad] * (width - len(row)) for row in rows])
+        return right_padded(rows, tokenizer.pad_token_id)
+
+    def new_tokens_after(
+        self, lm: Any, contexts: Any, max_new_tokens: int, greedy: bool = False, stop: Any = None
+    ) -> Tensor:
+        """A later turn: each row's whole context continued as `new_tokens` continues one."""
+        ids, mask = contexts.full(lm.tokenizer.pad_token_id)
+        return self.new_tokens(lm, ids, mask, 1, max_new_tokens, greedy, stop)
+
+
+def right_padded(rows: list[list[int]], pad: int) -> Tensor:
+    """Token rows as one right-padded tensor."""
+    width = max(len(row) for row in rows)
+    return torch.tensor([row + [pad] * (width - len(row)) for row in rows])

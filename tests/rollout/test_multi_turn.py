@@ -205,6 +205,12 @@ class Widths:
         self.widths.append(drawn.size(1))
         return drawn
 
+    def new_tokens_after(self, lm, contexts, max_new_tokens, greedy=False, stop=None):
+        stop = None if self.ignore_stop else stop
+        drawn = self.sampler.new_tokens_after(lm, contexts, max_new_tokens, greedy, stop)
+        self.widths.append(drawn.size(1))
+        return drawn
+
 
 def rollouts(tiny_lm, prompts, tags, max_searches, greedy, seed=0):
     """The same rollout with the turns' decoding stopped at each row's marks and without."""

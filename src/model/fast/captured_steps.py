@@ -17,6 +17,7 @@ import torch
 from torch import Tensor
 
 from src.model.fast.static_steps import StaticSteps
+from src.model.steps import RowContexts, whole_contexts
 
 
 class CapturedSteps:
@@ -36,6 +37,10 @@ class CapturedSteps:
     ) -> Tensor:
         self.graph = None  # the new cache lives elsewhere: the next step records again
         return self.steps.prefill(prompt_ids, prompt_mask, group_size, new_tokens)
+
+    def prefill_rows(self, contexts: RowContexts, pad_token_id: int, new_tokens: int) -> Tensor:
+        """Every row's whole context read as a prompt (`whole_contexts`)."""
+        return whole_contexts(self, contexts, pad_token_id, new_tokens)
 
     def step(self, tokens: Tensor, positions: Tensor) -> Tensor:
         if self.graph is not None:

@@ -33,15 +33,19 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, replace
+from functools import partial
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
 from src.model.fast import onednn
+from src.model.fast.continued_prefill import ContinuedLayout, continued_difference
 from src.model.fast.lean_layers import GEMMA_NORMS, LEAN_NORMS, gate_activation
 from src.model.fast.packed import can_pack, merged_weight, packed_product, smallest_packed
+from src.model.fast.probe import proven
 from src.model.positions import position_ids
+from src.model.steps import RowContexts, whole_contexts
 
 # causal LM classes whose decoder layers are pre-norm RMSNorm, rotary attention and a SiLU
 # gated MLP, with biases (if any) only on the linear layers
@@ -141,6 +145,8 @@ class LlamaSteps:
         self.filled = 0
         # what `prefill` read: B prompts of G rows each, `prompt_width` columns of the cache
         self.prompts, self.group, self.prompt_width = 0, 1, 0
+        self.network = network  # what the continued prefill's proof is keyed on
+        self.remade: Callable[[int], LlamaSteps | None] = lambda rows: None  # set by `of`
 
     @classmethod
     def of(cls, network: nn.Module, rows: int, pack: bool = True) -> LlamaSteps | None:
@@ -159,7 +165,11 @@ class LlamaSteps:
             parts = _gemma_parts(base, rows, pack)
         else:
             return None
-        return None if parts is None else cls(base, parts, rows)
+        if parts is None:
+            return None
+        steps = cls(base, parts, rows)
+        steps.remade = partial(cls.of, network, pack=pack)
+        return steps
 
     @staticmethod
     def serves(weight: Tensor) -> bool:
@@ -195,39 +205,61 @@ class LlamaSteps:
         """The final norm's output [B, hidden] at each prompt's last position, writing every
         layer's keys and values into the cache of the prompt's G rows."""
         prompts, filled = prompt_ids.shape
-        heads, kv_heads, dim = self.heads, self.kv_heads, self.head_dim
+        kv_heads, dim = self.kv_heads, self.head_dim
         width = filled + new_tokens
-        matrices = self.rows * kv_heads
-        tables = self._rotary(position_ids(prompt_mask).unsqueeze(-1))  # [B, P, 1, dim] each
         real = prompt_mask.bool()
-        causal = torch.ones(filled, filled, dtype=torch.bool, device=real.device).tril_()
-        # [B, 1, P, P], True attends; a padding position attends to itself only, so that its
-        # (never read) keys and values are finite whatever kernel SDPA picks
-        own = torch.eye(filled, dtype=torch.bool, device=real.device)
-        allowed = ((causal & real.unsqueeze(1)) | own).unsqueeze(1)
-        windowed = {
-            window: allowed & ~causal.tril(-window)  # a sliding layer's last `window` positions
-            for window in {layer.window for layer in self.layers if layer.window is not None}
-        }
-        hidden = self._embedded(prompt_ids)
-        rotated_width = (heads + kv_heads) * dim
+        hidden, written = self._block(
+            self._embedded(prompt_ids),
+            self._rotary(position_ids(prompt_mask).unsqueeze(-1)),  # [B, P, 1, dim] each
+            real,
+        )
         self.keys, self.values = [], []
-        for layer in self.layers:
-            qkv = layer.qkv.any(self._normalized(hidden))
-            rotated = self._queries_keys(
-                layer,
-                qkv[..., :rotated_width].view(prompts, filled, heads + kv_heads, dim),
-                tables[layer.rotary],
-            )
-            query = rotated[:, :, :heads].transpose(1, 2)  # [B, heads, P, head_dim]
-            key = rotated[:, :, heads:].transpose(1, 2)  # [B, kv_heads, P, head_dim]
-            value = qkv[..., rotated_width:].view(prompts, filled, kv_heads, dim).transpose(1, 2)
-            for source, target in ((key, self.keys), (value, self.values)):
-                room = source.new_empty(matrices, width, dim)  # each of the G rows a copy
+        for layer_written in written:
+            for source, target in zip(layer_written, (self.keys, self.values), strict=True):
+                room = source.new_empty(self.rows * kv_heads, width, dim)  # each row a copy
                 room.view(prompts, group_size, kv_heads, width, dim)[..., :filled, :] = (
                     source.unsqueeze(1)
                 )
                 target.append(room)
+        bias = torch.zeros(prompts, width, device=real.device)
+        bias[:, :filled].masked_fill_(~real, float("-inf"))
+        self.bias = bias.repeat_interleave(group_size * kv_heads, dim=0).unsqueeze(1)
+        self.filled = filled
+        self.prompts, self.group, self.prompt_width = prompts, group_size, filled
+        return self._final_norm(hidden[:, -1])
+
+    def _block(
+        self,
+        hidden: Tensor,
+        tables: list[tuple[Tensor, Tensor]],
+        real: Tensor,
+        past: list[tuple[Tensor, Tensor]] | None = None,
+    ) -> tuple[Tensor, list[tuple[Tensor, Tensor]]]:
+        """Every layer over a block of S positions of N rows (`hidden` [N, S, width], rotary
+        `tables` at their positions), after `past` (per layer, keys and values [N, kv_heads,
+        C, head_dim] of the C columns before the block; none: the block starts the rows).
+        `real` [N, C + S] says which columns hold tokens; a row's tokens are contiguous, so a
+        sliding layer's window in columns is its window in positions. Returns the block's
+        final hidden states and, per layer, its keys and values [N, kv_heads, S, head_dim]."""
+        rows, size = hidden.shape[:2]
+        heads, kv_heads, dim = self.heads, self.kv_heads, self.head_dim
+        allowed, windowed = block_masks(real, size, self.layers)
+        rotated_width = (heads + kv_heads) * dim
+        written = []
+        for index, layer in enumerate(self.layers):
+            qkv = layer.qkv.any(self._normalized(hidden))
+            rotated = self._queries_keys(
+                layer,
+                qkv[..., :rotated_width].view(rows, size, heads + kv_heads, dim),
+                tables[layer.rotary],
+            )
+            query = rotated[:, :, :heads].transpose(1, 2)  # [N, heads, S, head_dim]
+            key = rotated[:, :, heads:].transpose(1, 2)  # [N, kv_heads, S, head_dim]
+            value = qkv[..., rotated_width:].view(rows, size, kv_heads, dim).transpose(1, 2)
+            written.append((key, value))
+            if past is not None:
+                key = torch.cat([past[index][0], key], dim=2)
+                value = torch.cat([past[index][1], value], dim=2)
             attended = F.scaled_dot_product_attention(
                 query,
                 key,
@@ -236,18 +268,67 @@ class LlamaSteps:
                 scale=self.scaling,
                 enable_gqa=heads != kv_heads,
             )  # a padding position's output is never read: its keys are masked for the others
-            attention = layer.out.any(
-                attended.transpose(1, 2).reshape(prompts, filled, heads * dim)
-            )
+            attention = layer.out.any(attended.transpose(1, 2).reshape(rows, size, heads * dim))
             hidden = hidden + self._sandwiched(attention, layer.post_attention)
             gate, up = layer.gate_up.any(self._normalized(hidden)).chunk(2, dim=-1)
             mlp = layer.down.any(self.activation(gate) * up)
             hidden = hidden + self._sandwiched(mlp, layer.post_mlp)
-        bias = torch.zeros(prompts, width, device=real.device)
-        bias[:, :filled].masked_fill_(~real, float("-inf"))
-        self.bias = bias.repeat_interleave(group_size * kv_heads, dim=0).unsqueeze(1)
-        self.filled = filled
-        self.prompts, self.group, self.prompt_width = prompts, group_size, filled
+        return hidden, written
+
+    def prefill_rows(self, contexts: RowContexts, pad_token_id: int, new_tokens: int) -> Tensor:
+        """Read rows that continue shared prompts (`RowContexts`): each prompt once, then each
+        row's own tokens after it (`src.model.fast.continued_prefill`), where that is proven on
+        this network; otherwise every row's whole context (`whole_contexts`). Returns the
+        float32 logits [R, V] of each row's last position."""
+        check = partial(continued_difference, self.remade, self.network)
+        if not proven("continued_prefill", self.network, check):
+            return whole_contexts(self, contexts, pad_token_id, new_tokens)
+        return self.continued_prefill(contexts, pad_token_id, new_tokens)
+
+    def continued_prefill(
+        self, contexts: RowContexts, pad_token_id: int, new_tokens: int
+    ) -> Tensor:
+        """`prefill_rows` through `src.model.fast.continued_prefill`, unprobed (the probe
+        runs it)."""
+        return self.lm_head.any(self._continued_hidden(contexts, pad_token_id, new_tokens)).float()
+
+    @torch.inference_mode()
+    def _continued_hidden(
+        self, contexts: RowContexts, pad_token_id: int, new_tokens: int
+    ) -> Tensor:
+        """The final norm's output [R, hidden] at each row's last position, writing every
+        layer's keys and values into the cache: the prompts' through one pass over the B
+        prompts, placed in each row's columns, then the rows' own through a pass over their
+        last columns (`ContinuedLayout`)."""
+        if len(contexts.owners) != self.rows:
+            raise ValueError(f"{len(contexts.owners)} rows given to steps for {self.rows}")
+        layout = ContinuedLayout.of(contexts, pad_token_id)
+        _, prompt_written = self._block(
+            self._embedded(contexts.prompt_ids),
+            self._rotary(position_ids(contexts.prompt_mask).unsqueeze(-1)),
+            contexts.prompt_mask.bool(),
+        )
+        past = [tuple(layout.placed(t) for t in kv) for kv in prompt_written]
+        hidden, written = self._block(
+            self._embedded(layout.block_ids),
+            self._rotary(layout.block_positions.unsqueeze(-1)),
+            layout.real,
+            past,
+        )
+        width = layout.width + new_tokens
+        self.keys, self.values = [], []
+        for before, now in zip(past, written, strict=True):
+            for old, new, target in zip(before, now, (self.keys, self.values), strict=True):
+                room = new.new_empty(self.rows * self.kv_heads, width, self.head_dim)
+                view = room.view(self.rows, self.kv_heads, width, self.head_dim)
+                view[:, :, : old.size(2)] = old
+                view[:, :, old.size(2) : layout.width] = new
+                target.append(room)
+        bias = torch.zeros(self.rows, width, device=layout.real.device)
+        bias[:, : layout.width].masked_fill_(~layout.real, float("-inf"))
+        self.bias = bias.repeat_interleave(self.kv_heads, dim=0).unsqueeze(1)
+        self.filled = layout.width
+        self.prompts, self.group, self.prompt_width = self.rows, 1, 0
         return self._final_norm(hidden[:, -1])
 
     def step(self, tokens: Tensor, positions: Tensor) -> Tensor:
@@ -400,6 +481,25 @@ class LlamaSteps:
             sin[..., : freqs.size(-1)].neg_()
             tables.append((cos, sin))
         return tables
+
+
+def block_masks(real: Tensor, size: int, layers: list[_Layer]) -> tuple[Tensor, dict[int, Tensor]]:
+    """Attention masks [N, 1, S, C + S] (True attends) of a block of the last S of C + S
+    columns: each position reads the real columns up to itself, a padding position only
+    itself (so that its never-read keys and values stay finite whatever kernel SDPA picks);
+    and per sliding window among `layers`, the same within that many columns."""
+    rows, columns = real.shape
+    before = columns - size
+    query_at = torch.arange(before, columns, device=real.device).unsqueeze(1)  # [S, 1]
+    key_at = torch.arange(columns, device=real.device).unsqueeze(0)  # [1, C + S]
+    causal = key_at <= query_at
+    own = key_at == query_at
+    allowed = ((causal & real.unsqueeze(1)) | own).unsqueeze(1)
+    windowed = {
+        window: allowed & (query_at - key_at < window)
+        for window in {layer.window for layer in layers if layer.window is not None}
+    }
+    return allowed, windowed
 
 
 def _llama_parts(base: nn.Module, rows: int, pack: bool) -> _Parts | None:

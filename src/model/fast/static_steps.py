@@ -26,6 +26,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from src.model.fast.llama_steps import LlamaSteps
+from src.model.steps import RowContexts, whole_contexts
 
 
 class StaticSteps(LlamaSteps):
@@ -61,6 +62,11 @@ class StaticSteps(LlamaSteps):
         self.allowed = (real & written).view(self.rows, 1, 1, width)
         self.at = torch.full((1,), self.filled, dtype=torch.long, device=prompt_ids.device)
         return logits
+
+    def prefill_rows(self, contexts: RowContexts, pad_token_id: int, new_tokens: int) -> Tensor:
+        """Every row's whole context read as a prompt (`whole_contexts`): the fixed-shape
+        step's state is what `prefill` sets."""
+        return whole_contexts(self, contexts, pad_token_id, new_tokens)
 
     @torch.inference_mode()
     def _last_hidden(self, tokens: Tensor, positions: Tensor) -> Tensor:
