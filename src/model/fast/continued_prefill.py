@@ -100,10 +100,11 @@ def probe_contexts(network: nn.Module, length: int) -> tuple[RowContexts, Tensor
 
 def continued_difference(remade: Callable[[int], Any], network: nn.Module) -> float:
     """The largest difference, after log-softmax, between the logits of the probe rows read
-    with `continued_prefill` (steps `remade(3)` for three rows) and decoded three steps with the
-    probe's tokens fed back, and those of one forward of the network over the same sequences
-    without a cache. The prompts are longer than the network's longest sliding window, so the
-    windows are part of what is compared."""
+    with `continued_prefill` (steps `remade(3)` for three rows, unpacked: the packed products
+    are proven on their own) and decoded three steps with the probe's tokens fed back, and
+    those of one forward of the network over the same sequences without a cache. The prompts
+    are longer than the network's longest sliding window, so the windows are part of what is
+    compared."""
     steps = remade(3)
     if steps is None:
         return float("inf")
@@ -121,5 +122,6 @@ def continued_difference(remade: Callable[[int], Any], network: nn.Module) -> fl
         attention_mask=whole_mask,
         position_ids=position_ids(whole_mask),
         use_cache=False,
+        logits_to_keep=fed.size(1),  # the positions compared: not a vocabulary per position
     ).logits[:, -fed.size(1) :]
     return log_softmax_difference(torch.stack(fast, dim=1), plain)

@@ -168,7 +168,7 @@ class LlamaSteps:
         if parts is None:
             return None
         steps = cls(base, parts, rows)
-        steps.remade = partial(cls.of, network, pack=pack)
+        steps.remade = partial(cls.of, network, pack=False)  # the probe's: nothing packed
         return steps
 
     @staticmethod
