@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 
+from src.model.fast.probe import OFF_VARIABLE
 from src.utils.resolvers import PROJECT_ROOT
 from tests.helpers.dense_reward import OVERRIDES as DENSE_REWARD
 from tests.helpers.empty_store import with_empty_store_for
@@ -21,11 +22,16 @@ TINY_RUN = [
 
 def start_training(*overrides: str, one_thread: bool = False) -> subprocess.Popen:
     """`python -m src.train overrides...`, output captured as text, no standard input.
-    `one_thread`: every CPU operation in one thread, so sums add in one order whatever the
-    machine's load (runs compared to 1e-7 across processes). A run given an output folder
+    `one_thread`: every CPU operation in one thread and through torch's own products (oneDNN's
+    path off), so sums add in one order whatever the machine's load (runs compared to 1e-7
+    across processes). A run given an output folder
     finds a copy of an empty store there (`tests.helpers.empty_store`)."""
     with_empty_store_for(overrides)
     threads = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"} if one_thread else {}
+    if one_thread:  # and one product kernel: oneDNN's per-machine verdict is not kept while
+        # the machine is busy, so processes side by side could each time it and differ
+        off = [p for p in os.environ.get(OFF_VARIABLE, "").split(",") if p]
+        threads[OFF_VARIABLE] = ",".join([*off, "onednn_products"])
     return subprocess.Popen(
         [sys.executable, "-m", "src.train", *overrides],
         env={**os.environ, **threads},
