@@ -39,7 +39,8 @@ class ContinuedLayout:
     its token ids [R, S] and positions [R, S], which of the `width` columns are real [R,
     width], and for the placed columns the prompt column each reads ([R, C])."""
 
-    owners: Tensor  # [R] each row's prompt
+    prompts: Tensor  # [B'] the prompts some row continues: the only ones read
+    owners: Tensor  # [R] each row's prompt, among `prompts`
     block_ids: Tensor  # [R, S] each row's last S tokens, left-padded
     block_positions: Tensor  # [R, S]
     real: Tensor  # [R, width] bool
@@ -51,8 +52,10 @@ class ContinuedLayout:
         """The layout of `contexts`' rows."""
         device = contexts.prompt_ids.device
         prompt_width = contexts.prompt_ids.size(1)
-        owners = torch.tensor(contexts.owners, dtype=torch.long, device=device)
-        prompt_lengths = contexts.prompt_mask.sum(dim=1)[owners]  # [R]
+        used = sorted(set(contexts.owners))  # a later turn may leave whole groups out
+        owners = torch.tensor([used.index(o) for o in contexts.owners], device=device)
+        prompts = torch.tensor(used, device=device)
+        prompt_lengths = contexts.prompt_mask[prompts].sum(dim=1)[owners]  # [R]
         suffix_lengths = torch.tensor([len(s) for s in contexts.suffixes], device=device)
         lengths = prompt_lengths + suffix_lengths
         width = int(lengths.max())
@@ -65,6 +68,7 @@ class ContinuedLayout:
         # column is shifted by its padding, this row's by its own
         shift = (prompt_width - prompt_lengths).unsqueeze(1) - start
         return cls(
+            prompts=prompts,
             owners=owners,
             block_ids=ids[:, width - size :],
             block_positions=(columns[:, width - size :] - start).clamp(min=0),
@@ -74,9 +78,9 @@ class ContinuedLayout:
         )
 
     def placed(self, prompt_part: Tensor) -> Tensor:
-        """The prompts' keys or values [B, kv_heads, P, head_dim] in each row's columns before
-        the block [R, kv_heads, C, head_dim] (a padding column gets some prompt column's:
-        masked, never read)."""
+        """The read prompts' keys or values [B', kv_heads, P, head_dim] in each row's columns
+        before the block [R, kv_heads, C, head_dim] (a padding column gets some prompt
+        column's: masked, never read)."""
         rows = prompt_part[self.owners]
         index = self.sources[:, None, :, None].expand(-1, rows.size(1), -1, rows.size(3))
         return rows.gather(2, index)

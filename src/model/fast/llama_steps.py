@@ -297,16 +297,18 @@ class LlamaSteps:
         self, contexts: RowContexts, pad_token_id: int, new_tokens: int
     ) -> Tensor:
         """The final norm's output [R, hidden] at each row's last position, writing every
-        layer's keys and values into the cache: the prompts' through one pass over the B
-        prompts, placed in each row's columns, then the rows' own through a pass over their
+        layer's keys and values into the cache: the prompts' through one pass over those some
+        row continues, placed in each row's columns, then the rows' own through a pass over their
         last columns (`ContinuedLayout`)."""
         if len(contexts.owners) != self.rows:
             raise ValueError(f"{len(contexts.owners)} rows given to steps for {self.rows}")
         layout = ContinuedLayout.of(contexts, pad_token_id)
+        prompt_ids = contexts.prompt_ids[layout.prompts]
+        prompt_mask = contexts.prompt_mask[layout.prompts]
         _, prompt_written = self._block(
-            self._embedded(contexts.prompt_ids),
-            self._rotary(position_ids(contexts.prompt_mask).unsqueeze(-1)),
-            contexts.prompt_mask.bool(),
+            self._embedded(prompt_ids),
+            self._rotary(position_ids(prompt_mask).unsqueeze(-1)),
+            prompt_mask.bool(),
         )
         past = [tuple(layout.placed(t) for t in kv) for kv in prompt_written]
         hidden, written = self._block(

@@ -70,6 +70,13 @@ def test_rows_after_shared_prompts_get_the_whole_forwards_logits(build):
         ours = continued_logits(LlamaSteps.of(network, 5, pack=False), contexts, fed)
         theirs = plain_logits(network, contexts, fed)
     assert (ours - theirs).abs().max() < 1e-4
+    # a later turn that leaves a prompt's rows out reads only the prompts continued
+    some = RowContexts(contexts.prompt_ids, contexts.prompt_mask, [0, 2], contexts.suffixes[:2])
+    assert ContinuedLayout.of(some, 0).prompts.tolist() == [0, 2]
+    with torch.no_grad():
+        ours = continued_logits(LlamaSteps.of(network, 2, pack=False), some, fed[:2])
+        theirs = plain_logits(network, some, fed[:2])
+    assert (ours - theirs).abs().max() < 1e-4
     # the probe's own rows agree too, longer than the sliding window
     assert continued_difference(partial(LlamaSteps.of, network, pack=False), network) < 1e-4
 
