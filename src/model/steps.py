@@ -31,15 +31,17 @@ class RowContexts:
 
     def full(self, pad_token_id: int) -> tuple[Tensor, Tensor]:
         """Each row's whole context as one left-padded batch [R, L] and its attention mask."""
-        prompts = [
-            ids[mask.bool()].tolist()
-            for ids, mask in zip(self.prompt_ids, self.prompt_mask, strict=True)
-        ]
+        prompts = unpadded_prompts(self.prompt_ids, self.prompt_mask)
         ids, mask = left_padded(
             [prompts[o] + list(s) for o, s in zip(self.owners, self.suffixes, strict=True)],
             pad_token_id,
         )
         return ids.to(self.prompt_ids.device), mask.to(self.prompt_ids.device)
+
+
+def unpadded_prompts(prompt_ids: Tensor, prompt_mask: Tensor) -> list[list[int]]:
+    """Each left-padded prompt row as the list of its real token ids."""
+    return [ids[mask.bool()].tolist() for ids, mask in zip(prompt_ids, prompt_mask, strict=True)]
 
 
 def left_padded(rows: list[list[int]], pad_token_id: int) -> tuple[Tensor, Tensor]:

@@ -135,11 +135,6 @@ def join_rollouts(rollouts: list[Rollout], pad_token_id: int) -> Rollout:
     )
 
 
-def unpadded_prompts(prompt_ids: Tensor, prompt_mask: Tensor) -> list[list[int]]:
-    """Each left-padded prompt row as the list of its real token ids."""
-    return [ids[mask.bool()].tolist() for ids, mask in zip(prompt_ids, prompt_mask, strict=True)]
-
-
 def pad_rows(
     rows: Sequence[Sequence[float]], width: int, fill: float, dtype: torch.dtype
 ) -> Tensor:

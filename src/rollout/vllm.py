@@ -36,8 +36,9 @@ import torch
 from torch import Tensor, nn
 
 from src.model.network import DecodedNetwork
+from src.model.steps import unpadded_prompts
 from src.rollout.engine_settings import EngineSettings
-from src.rollout.rollout import Rollout, pad_rows, unpadded_prompts
+from src.rollout.rollout import Rollout, pad_rows
 from src.rollout.sampler import check_sampling
 from src.utils.distributed import is_distributed
 from src.utils.errors import ConfigError
