@@ -178,13 +178,17 @@ class Searcher(Generator):
 
 
 def option_named(answer: str, options: dict[str, str]) -> str:
-    """The letter of the option whose text `answer` holds (case and spacing aside), the
-    longest where several do; '' where none does or two different texts of one length do."""
+    """The letter of the one option whose text `answer` holds (case and spacing aside); '' where
+    it holds none, or several that are not part of one another, so that listing the options
+    answers nothing. An option's text inside another named option's text ('vitamin B' in
+    'vitamin B12') is not counted as named on its own."""
     said = " ".join(answer.lower().split())
     texts = {letter: " ".join(str(text).lower().split()) for letter, text in options.items()}
-    named = [(len(text), letter) for letter, text in texts.items() if text and text in said]
-    if not named:
-        return ""
-    longest = max(length for length, _ in named)
-    letters = [letter for length, letter in named if length == longest]
-    return letters[0] if len(letters) == 1 else ""
+    named = {letter: text for letter, text in texts.items() if text and text in said}
+    alone = [
+        letter
+        for letter, text in named.items()
+        if not any(text != other and text in other for other in named.values())
+    ]
+    distinct = {named[letter] for letter in alone}
+    return alone[0] if len(distinct) == 1 and len(alone) == 1 else ""

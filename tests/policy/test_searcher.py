@@ -114,6 +114,21 @@ def test_an_answer_by_option_text_names_its_option_and_a_bare_letter_names_none(
     assert Searcher(retriever=Shelf()).outcomes(said[2:], rows[:1]).texts == ["B"]  # letters
 
 
+def test_an_answer_that_lists_several_options_names_none():
+    role = Searcher(retriever=Shelf(), answer_as="option")
+    options = {"A": "vitamin B", "B": "vitamin B12", "C": "iron", "D": "folate"}
+    rows = [{**ROW, "options": options}] * 4
+    said = [
+        "<answer>iron, folate</answer>",  # a list of options answers nothing
+        "<answer>vitamin B12 or iron</answer>",
+        "<answer>vitamin B12, not vitamin B</answer>",  # 'vitamin B' is part of 'vitamin B12'
+        "<answer>folate</answer>",
+    ]
+    assert role.outcomes(said, rows).texts == ["", "", "B", "D"]
+    twins = {"A": "iron", "B": "Iron", "C": "zinc", "D": "folate"}  # one text under two letters
+    assert role.outcomes(["<answer>iron</answer>"], [{**ROW, "options": twins}]).texts == [""]
+
+
 def test_the_tool_forgets_the_oldest_queries_past_its_memory():
     tool = Searcher(retriever=Shelf(), k=1).search_tool()
     tool.remembered = 2
