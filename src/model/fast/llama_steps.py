@@ -56,6 +56,10 @@ GEMMA_CLASSES = frozenset({"Gemma3ForCausalLM"})
 GEMMA_ROTARIES = frozenset({"Gemma3RotaryEmbedding"})
 # `hidden_activation` names of GELU with the tanh approximation
 TANH_GELUS = frozenset({"gelu_pytorch_tanh"})
+# a decoding step reads a group's shared prompt columns once for its G rows
+# (`_grouped_attention`) from this many columns on; below it, row by row (fewer operations a
+# step: on short prompts they cost more than the cache they spare, docs/performance.md)
+GROUPED_FROM = 128
 
 
 class Product:
@@ -368,7 +372,7 @@ class LlamaSteps:
             # the query heads of one key/value head read it as that many query positions; for
             # one query per row, batched products and a softmax are quicker than SDPA's kernel
             queries = rotated[:, :heads].reshape(matrices, per_kv, dim)
-            if self.group > 1 and first < self.prompt_width:
+            if self.group > 1 and self.prompt_width - first >= GROUPED_FROM:
                 attended = self._grouped_attention(queries, keys, values, first, at)
             else:
                 scores = torch.baddbmm(

@@ -5,6 +5,7 @@ serve."""
 import pytest
 import torch
 
+from src.model.fast import llama_steps
 from src.model.fast.llama_steps import LlamaSteps
 from src.rollout.decode import Sampling
 from src.rollout.hf import HFSampler
@@ -26,8 +27,17 @@ def step_logits(network, prompt_ids, prompt_mask, group_size, tokens):
     return stepped_logits(steps, prompt_ids, prompt_mask, group_size, tokens)
 
 
+@pytest.fixture(params=[1, 10_000], ids=["prompt-once-per-group", "row-by-row"])
+def attention_route(request, monkeypatch):
+    """Both routes of a step's attention over a group's shared prompt: read once for the group
+    (`_grouped_attention`, from `GROUPED_FROM` columns on; the test prompts are short) and row
+    by row."""
+    monkeypatch.setattr(llama_steps, "GROUPED_FROM", request.param)
+    return request.param
+
+
 @pytest.mark.parametrize("build", SERVED.values(), ids=SERVED.keys())
-def test_steps_give_the_modules_log_probs(build):
+def test_steps_give_the_modules_log_probs(build, attention_route):
     network = build()
     ids, mask = prompts(SMALL["vocab_size"])
     tokens = torch.randint(1, SMALL["vocab_size"], (6, 5))  # 3 completions per prompt
