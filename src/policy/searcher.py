@@ -190,5 +190,4 @@ def option_named(answer: str, options: dict[str, str]) -> str:
         for letter, text in named.items()
         if not any(text != other and text in other for other in named.values())
     ]
-    distinct = {named[letter] for letter in alone}
-    return alone[0] if len(distinct) == 1 and len(alone) == 1 else ""
+    return alone[0] if len(alone) == 1 else ""  # one text under two letters: both stay
