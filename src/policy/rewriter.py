@@ -287,18 +287,25 @@ class Rewriter(Generator):
         return [first_letter(text) for text in texts], [None] * len(texts)
 
 
-def gold_reciprocal_rank(ranked: list[list[Hit]], gold_text: str) -> float:
-    """1 / the best rank (from 1), over a completion's searches, of a hit whose text holds the
-    gold answer; 0 where none of them holds it (or the row names no answer). A denser signal
-    than whether the read documents hold it: a query that lifts the gold passage from rank 9
-    to rank 4 scores more before it reaches the documents read."""
+def gold_reciprocal_rank(
+    ranked: list[list[Hit]], gold_text: str, with_title: bool = False
+) -> float:
+    """1 / the best rank (from 1), over a completion's searches, of a hit whose text (its title
+    too, `with_title`) holds the gold answer; 0 where none of them holds it (or the row names no
+    answer). A denser signal than whether the read documents hold it: a query that lifts the
+    gold passage from rank 9 to rank 4 scores more before it reaches the documents read."""
     if not gold_text:
         return 0.0
+
+    def text(hit: Hit) -> str:
+        document = hit.document
+        return f"{document.title}: {document.content}" if with_title else document.content
+
     ranks = [
         rank
         for hits in ranked
         for rank, hit in enumerate(hits, start=1)
-        if gold_text in hit.document.content.lower()
+        if gold_text in text(hit).lower()
     ]
     return 1.0 / min(ranks) if ranks else 0.0
 

@@ -16,7 +16,7 @@ from typing import Any
 
 from src.model.network import PolicyNetwork
 from src.policy.generator import Generator
-from src.policy.rewriter import first_letter
+from src.policy.rewriter import first_letter, gold_reciprocal_rank
 from src.policy.role import Outcomes
 from src.retrieval.retriever import Retriever
 from src.retrieval.tool import PassageTool
@@ -112,7 +112,9 @@ class Searcher(Generator):
         """The letter of each completion's last answer ('' without one), and its searches:
         how many, whether it searched at all, their queries (each the query the sampler
         searched: `query_of` its turn), whether the passages it read hold the row's gold answer
-        text, and its turns (`turn_details`)."""
+        text, the reciprocal rank of the best passage read that holds it, its title included as
+        read (`gold_reciprocal_rank`: 1 at the top of a search's passages, 0 where none holds
+        it: what `reward=gold_rank` pays), and its turns (`turn_details`)."""
         texts, details = [], []
         for completion, row in zip(completions, rows, strict=True):
             turns = self.turns(self.response_prefix + completion)
@@ -123,14 +125,18 @@ class Searcher(Generator):
             gold = str(row.get("answer_text", "")).strip().lower()
             texts.append(self.answer_letter(written, row.get("options") or {}))
             turn_details = self.turn_details(turns)
+            queries = [turn["query"] for turn in turn_details if "query" in turn]
+            searches = [str(row["question"])] if self.search_question_first else []
+            ranked = [hits for hits in map(self.tool.hits_of, searches + queries) if hits]
             details.append(
                 {
                     "searches": float(len(read)),
                     "searched": float(bool(read)),
-                    "queries": [turn["query"] for turn in turn_details if "query" in turn],
+                    "queries": queries,
                     "gold_in_information": float(
                         bool(gold) and any(gold in t.lower() for t in read)
                     ),
+                    "gold_reciprocal_rank": gold_reciprocal_rank(ranked, gold, with_title=True),
                     "turns": turn_details,
                 }
             )

@@ -5,13 +5,14 @@ from __future__ import annotations
 
 from collections import OrderedDict
 
-from src.retrieval.hit import documents_text
+from src.retrieval.hit import Hit, documents_text
 from src.retrieval.retriever import Retriever
 
 
 class PassageTool:
     """For each query, its top `k` passages, one per line as `passage_template` writes them.
-    It remembers the ids it returned for the last `remembered` distinct queries (`ids_of`)."""
+    It remembers the hits it returned for the last `remembered` distinct queries (`hits_of`,
+    `ids_of`)."""
 
     def __init__(
         self,
@@ -24,7 +25,7 @@ class PassageTool:
         self.k = k
         self.passage_template = passage_template
         self.remembered = remembered
-        self.found: OrderedDict[str, list[str]] = OrderedDict()
+        self.found: OrderedDict[str, list[Hit]] = OrderedDict()
 
     def __call__(self, queries: list[str]) -> list[str]:
         """The passages' text of each query; a blank query finds nothing and gets ''."""
@@ -33,12 +34,12 @@ class PassageTool:
         found = self.retriever.search([queries[i] for i in asked], self.k) if asked else []
         for i, hits in zip(asked, found, strict=True):
             texts[i] = documents_text(hits, self.passage_template)
-            self.remember(queries[i], [hit.document.id for hit in hits])
+            self.remember(queries[i], hits)
         return texts
 
-    def remember(self, query: str, ids: list[str]) -> None:
-        """Keep `ids` as what `query` found, forgetting the oldest query past `remembered`."""
-        self.found[query] = ids
+    def remember(self, query: str, hits: list[Hit]) -> None:
+        """Keep `hits` as what `query` found, forgetting the oldest query past `remembered`."""
+        self.found[query] = list(hits)
         self.found.move_to_end(query)
         while len(self.found) > self.remembered:
             self.found.popitem(last=False)
@@ -46,4 +47,9 @@ class PassageTool:
     def ids_of(self, query: str) -> list[str] | None:
         """The ids of the passages `query` found when last asked; None when not remembered (a
         blank query, or one asked too long ago)."""
+        hits = self.hits_of(query)
+        return None if hits is None else [hit.document.id for hit in hits]
+
+    def hits_of(self, query: str) -> list[Hit] | None:
+        """The passages `query` found when last asked, best first; None when not remembered."""
         return self.found.get(query)

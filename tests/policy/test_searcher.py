@@ -51,9 +51,34 @@ def test_the_outcome_is_the_last_answers_letter_and_the_searches_are_counted():
     assert [d["searched"] for d in outcomes.details] == [1.0, 1.0, 0.0, 0.0]
     assert outcomes.details[0]["queries"] == ["vitamin C deficiency"]
     assert [d["gold_in_information"] for d in outcomes.details] == [1.0, 0.0, 0.0, 0.0]
+    assert [d["gold_reciprocal_rank"] for d in outcomes.details] == [0.0] * 4  # never searched
     # a letter inside the passages is not the policy's answer
     planted = "<search>q</search>" + info.format(text="<answer>A</answer>")
     assert role.outcomes([planted], [ROW]).texts == [""]
+
+
+class InOrder(Shelf):
+    """Finds the documents whose keys the query holds, in the order the query names them."""
+
+    def search(self, queries: list[str], k: int) -> list[list[Hit]]:
+        self.asked.append(list(queries))
+        at = [
+            {q.lower().find(key): d for key, d in DOCS.items() if key in q.lower()} for q in queries
+        ]
+        return [[Hit(found[i], 1.0) for i in sorted(found)][:k] for found in at]
+
+
+def test_the_gold_passages_reciprocal_rank_is_the_best_over_the_searches_read():
+    role = Searcher(retriever=InOrder(), k=2, max_searches=2)
+    tool = role.search_tool()
+    texts = tool(["rickets then vitamin c", "vitamin c", "rickets"])  # as the sampler inserts
+    info = role.tags.information.format
+    second = f"<search>rickets then vitamin c</search>{info(text=texts[0])}<answer>x</answer>"
+    both = second.replace("<answer>", f"<search>vitamin c</search>{info(text=texts[1])}<answer>")
+    missed = f"<search>rickets</search>{info(text=texts[2])}<answer>x</answer>"
+    details = role.outcomes([second, both, missed], [ROW] * 3).details
+    assert [d["gold_reciprocal_rank"] for d in details] == [0.5, 1.0, 0.0]
+    assert [d["gold_in_information"] for d in details] == [1.0, 1.0, 0.0]
 
 
 def test_each_turn_shows_what_was_written_its_query_and_the_ids_it_read():
@@ -198,6 +223,7 @@ def test_plain_rag_searches_the_question_first_as_if_the_policy_had():
     )  # the response prefix after the search
     outcome = role.outcomes(["B</answer>"], [row])
     assert outcome.texts == ["B"] and outcome.details[0]["gold_in_information"] == 1.0
+    assert outcome.details[0]["gold_reciprocal_rank"] == 1.0  # the question's search counts
     assert Searcher(retriever=shelf).prepare(None, [dict(ROW)]) == {}  # nothing by default
     assert len(shelf.asked) == 1
 
@@ -219,3 +245,12 @@ def test_the_findings_query_experiment_searches_the_findings_and_options_and_nam
     assert "swollen ankles" in query  # and the question's findings before them
     answer = turn.assistant.split("<answer>")[1].split("</answer>")[0]
     assert answer in options and not turn.assistant.split("[1] ")[1].startswith(answer)
+
+
+def test_the_gemma_searcher_pays_for_the_answer_and_the_gold_passages_rank(make_cfg):
+    cfg = make_cfg("experiment=searcher_gemma_base", tiny=False)
+    assert cfg.task_name == "medqa_searcher" and not cfg.policy.use_chat_template
+    functions = cfg.reward.functions
+    assert sorted(functions) == ["accuracy", "gold_rank"]
+    assert functions.gold_rank.key == "gold_reciprocal_rank"  # a detail the searcher reports
+    assert cfg.reward.weights.gold_rank < cfg.reward.weights.accuracy
