@@ -247,10 +247,9 @@ def test_the_findings_query_experiment_searches_the_findings_and_options_and_nam
     assert answer in options and not turn.assistant.split("[1] ")[1].startswith(answer)
 
 
-def test_the_gemma_searcher_pays_for_the_answer_and_the_gold_passages_rank(make_cfg):
-    cfg = make_cfg("experiment=searcher_gemma_base", tiny=False)
+def test_the_gold_rank_reward_reads_the_searchers_detail(make_cfg):
+    cfg = make_cfg("experiment=searcher_gemma_base", "reward=[accuracy,gold_rank]", tiny=False)
     assert cfg.task_name == "medqa_searcher" and not cfg.policy.use_chat_template
     functions = cfg.reward.functions
     assert sorted(functions) == ["accuracy", "gold_rank"]
     assert functions.gold_rank.key == "gold_reciprocal_rank"  # a detail the searcher reports
-    assert cfg.reward.weights.gold_rank < cfg.reward.weights.accuracy
