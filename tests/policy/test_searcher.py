@@ -253,3 +253,11 @@ def test_the_gold_rank_reward_reads_the_searchers_detail(make_cfg):
     functions = cfg.reward.functions
     assert sorted(functions) == ["accuracy", "gold_rank"]
     assert functions.gold_rank.key == "gold_reciprocal_rank"  # a detail the searcher reports
+
+
+def test_the_terms_variant_changes_only_the_worked_searches(make_cfg):
+    base = make_cfg("experiment=searcher_gemma_base", tiny=False)
+    terms = make_cfg("experiment=searcher_gemma_terms", tiny=False)
+    assert "<search>peripheral edema, orthopnea, asthma" in terms.policy.template
+    assert terms.policy.template.endswith(base.policy.template[-40:])  # the question as before
+    assert terms.algo.optimizer.lr == base.algo.optimizer.lr and terms.model == base.model
