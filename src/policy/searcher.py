@@ -158,14 +158,18 @@ class Searcher(Generator):
     def turn_details(self, turns: list[tuple[str, str]]) -> list[dict[str, Any]]:
         """What the samples table shows of each turn: what the policy wrote, and where that
         ended in a search, its query and the ids of the passages inserted (None where the tool
-        no longer remembers them)."""
+        no longer remembers them). The first turn starts with the response prefix, which is
+        prompt, not completion: the sampler searches what follows it, and so is its query here
+        (a prefix `<search>Textbook terms:` searches the terms without those two words)."""
         details: list[dict[str, Any]] = []
-        for (kind, text), following in zip(turns, [*turns[1:], None], strict=True):
+        prefix = self.response_prefix
+        for at, ((kind, text), following) in enumerate(zip(turns, [*turns[1:], None], strict=True)):
             if kind != "written":
                 continue
             turn: dict[str, Any] = {"wrote": text}
             if following is not None and self.tags.search_close in text:
-                query = query_of(text, self.tags)
+                sampled = text[len(prefix) :] if at == 0 and text.startswith(prefix) else text
+                query = query_of(sampled, self.tags)
                 turn.update(query=query, passages=self.tool.ids_of(query))
             details.append(turn)
         return details

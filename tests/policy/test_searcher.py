@@ -261,3 +261,14 @@ def test_the_terms_variant_changes_only_the_worked_searches(make_cfg):
     assert "<search>peripheral edema, orthopnea, asthma" in terms.policy.template
     assert terms.policy.template.endswith(base.policy.template[-40:])  # the question as before
     assert terms.algo.optimizer.lr == base.algo.optimizer.lr and terms.model == base.model
+
+
+def test_a_response_prefix_that_starts_the_query_is_not_searched_as_the_sampler_does_not():
+    role = Searcher(retriever=Shelf(), k=1, response_prefix="<search>Textbook terms:")
+    (text,) = role.search_tool()(["vitamin C"])  # what the sampler searched: the completion's part
+    completion = (
+        " vitamin C</search>" + role.tags.information.format(text=text) + "<answer>x</answer>"
+    )
+    (detail,) = role.outcomes([completion], [ROW]).details
+    assert detail["queries"] == ["vitamin C"] and detail["turns"][0]["passages"] == ["d1"]
+    assert detail["gold_reciprocal_rank"] == 1.0
