@@ -126,8 +126,8 @@ class Searcher(Generator):
             texts.append(self.answer_letter(written, row.get("options") or {}))
             turn_details = self.turn_details(turns)
             queries = [turn["query"] for turn in turn_details if "query" in turn]
-            searches = [str(row["question"])] if self.search_question_first else []
-            ranked = [hits for hits in map(self.tool.hits_of, searches + queries) if hits]
+            asked_first = [str(row["question"])] if self.search_question_first else []
+            ranked = [hits for hits in map(self.tool.hits_of, asked_first + queries) if hits]
             details.append(
                 {
                     "searches": float(len(read)),
