@@ -12,6 +12,7 @@ The run samples it with `src.rollout.multi_turn.MultiTurnSampler` (the role is a
 from __future__ import annotations
 
 import re
+from collections import OrderedDict
 from typing import Any
 
 from src.model.network import PolicyNetwork
@@ -24,12 +25,19 @@ from src.rollout.multi_turn import Tags, Tool, query_of
 from src.utils.errors import ConfigError
 
 ANSWER_FORMS = ("letter", "option")
+REMEMBERED_PROMPTS = 4096  # the prompts whose rows a search can still read
 
 
 class Searcher(Generator):
     """Prompts from `template` (the generator's settings), a search tool over `retriever`'s top
     `k` passages per query, at most `max_searches` searches per completion, and `tags`
-    (`search_open`, `search_close`, `answer_open`, `answer_close`, `information`)."""
+    (`search_open`, `search_close`, `answer_open`, `answer_close`).
+
+    What the tool searches is `query_template` filled with the row's fields and the policy's
+    `{query}` ('{question} {query}' searches the question followed by what the policy wrote),
+    and what it inserts is `information` filled with the row's fields and the passages'
+    `{text}` (it may show the options after the passages, which the prompt then leaves out).
+    """
 
     def __init__(
         self,
@@ -44,6 +52,7 @@ class Searcher(Generator):
         information: str = "\n<information>{text}</information>\n",
         search_question_first: bool = False,
         answer_as: str = "letter",
+        query_template: str = "{query}",
         **generator: Any,
     ) -> None:
         super().__init__(**generator)
@@ -57,20 +66,28 @@ class Searcher(Generator):
             raise ConfigError(
                 f"policy.information must hold {{text}}, where the passages go; got {information!r}"
             )
+        if "{query}" not in query_template:
+            raise ConfigError(
+                "policy.query_template must hold {query}, where the policy's query goes; "
+                f"got {query_template!r}"
+            )
         for key, tag in (
             ("search_open", search_open),
             ("search_close", search_close),
             ("answer_open", answer_open),
             ("answer_close", answer_close),
         ):
-            if not tag.strip():
-                raise ConfigError(f"policy.{key} must not be blank")
+            if not tag:  # a line's end ("\n") is a tag, an empty one would match anywhere
+                raise ConfigError(f"policy.{key} must not be empty")
         self.max_searches = max_searches
         self.answer_open = answer_open
-        self.tags = Tags(search_open, search_close, answer_close, information)
+        self.tags = Tags(search_open, search_close, answer_close)
+        self.information = information
+        self.query_template = query_template
         self.search_question_first = search_question_first
         self.answer_as = answer_as
         self.tool = PassageTool(retriever, k, passage_template)
+        self.asked: OrderedDict[str, dict[str, Any]] = OrderedDict()  # prompt -> its row
 
     def prepare(self, network: PolicyNetwork, rows: list[dict[str, Any]]) -> dict[str, float]:
         """With `search_question_first`, each row's passages for its question, once (what
@@ -87,21 +104,48 @@ class Searcher(Generator):
         """The generator's prompts; with `search_question_first` each ends with a search for
         the question, as if the policy had written it, and its passages (plain RAG)."""
         prompts = super().prompts(rows, tokenizer)
-        if not self.search_question_first:
-            return prompts
-        tags, prefix = self.tags, self.response_prefix
-        return [
-            prompt[: len(prompt) - len(prefix)]  # the search comes before the response prefix
-            + f"{tags.search_open}{row['question']}{tags.search_close}"
-            + tags.information.format(text=row["question_passages"])
-            + prefix
-            for prompt, row in zip(prompts, rows, strict=True)
-        ]
+        if self.search_question_first:
+            tags, prefix = self.tags, self.response_prefix
+            prompts = [
+                prompt[: len(prompt) - len(prefix)]  # the search comes before the response prefix
+                + f"{tags.search_open}{row['question']}{tags.search_close}"
+                + self.inserted(row["question_passages"], row)
+                + prefix
+                for prompt, row in zip(prompts, rows, strict=True)
+            ]
+        for prompt, row in zip(prompts, rows, strict=True):
+            self.asked[prompt] = row
+            self.asked.move_to_end(prompt)
+        while len(self.asked) > REMEMBERED_PROMPTS:
+            self.asked.popitem(last=False)
+        return prompts
 
     def search_tool(self) -> Tool:
-        """The retriever's top `k` passages for each query; one tool for the role's life, so
-        that `outcomes` can name the passages each search inserted."""
-        return self.tool
+        """What a search inserts: `information` around the retriever's top `k` passages for
+        the query `searched` makes of the policy's; the role's own, so that `outcomes` can
+        name the passages each search inserted."""
+        return self.search
+
+    def search(self, queries: list[str], prompts: list[str]) -> list[str]:
+        """The text inserted after each query, the row its prompt was made from filling the
+        templates (a prompt `prompts` did not make has no fields)."""
+        rows = [self.asked.get(prompt, {}) for prompt in prompts]
+        texts = self.tool([self.searched(q, row) for q, row in zip(queries, rows, strict=True)])
+        return [self.inserted(text, row) for text, row in zip(texts, rows, strict=True)]
+
+    def searched(self, query: str, row: dict[str, Any]) -> str:
+        """What the tool searches for the policy's `query` on `row`: `query_template` filled."""
+        return self._fill(self.query_template, {**row, "query": query}, "query_template").strip()
+
+    def inserted(self, passages: str, row: dict[str, Any]) -> str:
+        """`information` with the row's fields and the passages' text filled in."""
+        before, after = self.information_around(row)
+        return before + passages + after
+
+    def information_around(self, row: dict[str, Any]) -> tuple[str, str]:
+        """The inserted text before and after the passages, the row's fields filled in."""
+        before, _, after = self.information.partition("{text}")
+        return self._fill(before, row, "information"), self._fill(after, row, "information")
 
     def outcomes(
         self,
@@ -117,14 +161,14 @@ class Searcher(Generator):
         it: what `reward=gold_rank` pays), and its turns (`turn_details`)."""
         texts, details = [], []
         for completion, row in zip(completions, rows, strict=True):
-            turns = self.turns(self.response_prefix + completion)
+            turns = self.turns(self.response_prefix + completion, row)
             written = "".join(text for kind, text in turns if kind == "written")
             read = [text for kind, text in turns if kind == "information"]
             if self.search_question_first:
                 read.insert(0, str(row.get("question_passages", "")))
             gold = str(row.get("answer_text", "")).strip().lower()
             texts.append(self.answer_letter(written, row.get("options") or {}))
-            turn_details = self.turn_details(turns)
+            turn_details = self.turn_details(turns, row)
             queries = [turn["query"] for turn in turn_details if "query" in turn]
             asked_first = [str(row["question"])] if self.search_question_first else []
             ranked = [hits for hits in map(self.tool.hits_of, asked_first + queries) if hits]
@@ -142,10 +186,10 @@ class Searcher(Generator):
             )
         return Outcomes(texts=texts, details=details)
 
-    def turns(self, completion: str) -> list[tuple[str, str]]:
+    def turns(self, completion: str, row: dict[str, Any] | None = None) -> list[tuple[str, str]]:
         """The completion cut into what the policy wrote and what was inserted, in order:
-        ("written", text) and ("information", passages) pairs."""
-        before, _, after = self.tags.information.partition("{text}")
+        ("written", text) and ("information", passages) pairs; `row` fills `information`."""
+        before, after = self.information_around(row or {})
         pattern = re.compile(re.escape(before) + r"(.*?)" + re.escape(after), re.DOTALL)
         parts, at = [], 0
         for match in pattern.finditer(completion):
@@ -155,12 +199,15 @@ class Searcher(Generator):
         parts.append(("written", completion[at:]))
         return [(kind, text) for kind, text in parts if text or kind == "information"]
 
-    def turn_details(self, turns: list[tuple[str, str]]) -> list[dict[str, Any]]:
+    def turn_details(
+        self, turns: list[tuple[str, str]], row: dict[str, Any] | None = None
+    ) -> list[dict[str, Any]]:
         """What the samples table shows of each turn: what the policy wrote, and where that
-        ended in a search, its query and the ids of the passages inserted (None where the tool
-        no longer remembers them). The first turn starts with the response prefix, which is
-        prompt, not completion: the sampler searches what follows it, and so is its query here
-        (a prefix `<search>Textbook terms:` searches the terms without those two words)."""
+        ended in a search, the query the tool searched (`searched`, `row` filling it) and the
+        ids of the passages inserted (None where the tool no longer remembers them). The first
+        turn starts with the response prefix, which is prompt, not completion: the sampler
+        searches what follows it, and so is its query here (a prefix `<search>Textbook terms:`
+        searches the terms without those two words)."""
         details: list[dict[str, Any]] = []
         prefix = self.response_prefix
         for at, ((kind, text), following) in enumerate(zip(turns, [*turns[1:], None], strict=True)):
@@ -169,7 +216,7 @@ class Searcher(Generator):
             turn: dict[str, Any] = {"wrote": text}
             if following is not None and self.tags.search_close in text:
                 sampled = text[len(prefix) :] if at == 0 and text.startswith(prefix) else text
-                query = query_of(sampled, self.tags)
+                query = self.searched(query_of(sampled, self.tags), row or {})
                 turn.update(query=query, passages=self.tool.ids_of(query))
             details.append(turn)
         return details

@@ -28,10 +28,12 @@ from src.rollout.stops import first_mark, stop_at_marks
 
 
 class Tool(Protocol):
-    """What a search calls: the text to insert for each query (a retriever's passages)."""
+    """What a search calls: the text to insert after each query (a retriever's passages in
+    their tags)."""
 
-    def __call__(self, queries: list[str]) -> list[str]:
-        """One text per query, in order."""
+    def __call__(self, queries: list[str], prompts: list[str]) -> list[str]:
+        """One text per query, in order, inserted as it is; `prompts[i]` is the prompt query
+        i's completion continues, so that a tool may write what was asked into its text."""
         ...
 
 
@@ -76,12 +78,11 @@ class TurnSampler(Protocol):
 
 @dataclass(frozen=True)
 class Tags:
-    """How a completion searches and answers, and how a search's answer is inserted."""
+    """How a completion searches and answers (what a search inserts is the tool's text)."""
 
     search_open: str = "<search>"
     search_close: str = "</search>"  # a row pauses here and its query is searched
     answer_close: str = "</answer>"  # a row ends here
-    information: str = "\n<information>{text}</information>\n"  # the inserted text
 
 
 @dataclass
@@ -151,12 +152,12 @@ class MultiTurnSampler:
         )
         self._take(lm, rows, list(range(len(rows))), drawn)
         while waiting := [i for i, row in enumerate(rows) if row.query is not None]:
-            answers = self.tool([rows[i].query or "" for i in waiting])
+            answers = self.tool(
+                [rows[i].query or "" for i in waiting], [prompts[i // group_size] for i in waiting]
+            )
             for i, text in zip(waiting, answers, strict=True):
                 row = rows[i]
-                inserted = lm.tokenizer(
-                    self.tags.information.format(text=text), add_special_tokens=False
-                )["input_ids"]
+                inserted = lm.tokenizer(text, add_special_tokens=False)["input_ids"]
                 row.tokens += inserted
                 row.inserted += [1] * len(inserted)
                 row.query = None
@@ -191,7 +192,8 @@ class MultiTurnSampler:
 
     def _take(self, lm: DecodedNetwork, rows: list[Row], which: list[int], drawn: Tensor) -> None:
         """Add each row's new turn (row `which[j]` drew `drawn[j]`): up to its EOS, its budget,
-        its answer's end (then it is done) or its query's end (then it waits for the tool)."""
+        its answer's end (then it is done) or its query's end (then it waits for the tool). Where
+        the two ends are one text (a line's end), it is the query's while the row may search."""
         eos = set(lm.eos_token_ids)
         for j, i in enumerate(which):
             row = rows[i]
@@ -204,7 +206,7 @@ class MultiTurnSampler:
             row.tokens += tokens
             row.inserted += [0] * len(tokens)
             row.written += len(tokens)
-            if mark == self.tags.search_close:
+            if mark == self.tags.search_close and row.searches < self.max_searches:
                 text = lm.tokenizer.decode(tokens, skip_special_tokens=True)
                 row.query = query_of(text, self.tags)
                 row.searches += 1

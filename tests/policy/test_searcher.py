@@ -37,7 +37,7 @@ ROW = {**ROW, "answer_text": "vitamin C"}
 
 def test_the_outcome_is_the_last_answers_letter_and_the_searches_are_counted():
     role = Searcher(retriever=Shelf(), k=1)
-    info = role.tags.information
+    info = role.information
     read = info.format(text="[1] vitamin C: Scurvy: perifollicular hemorrhage.")
     searched = f"I should look. <search>vitamin C deficiency</search>{read}<answer>B</answer>"
     misled = (
@@ -71,11 +71,10 @@ class InOrder(Shelf):
 def test_the_gold_passages_reciprocal_rank_is_the_best_over_the_searches_read():
     role = Searcher(retriever=InOrder(), k=2, max_searches=2)
     tool = role.search_tool()
-    texts = tool(["rickets then vitamin c", "vitamin c", "rickets"])  # as the sampler inserts
-    info = role.tags.information.format
-    second = f"<search>rickets then vitamin c</search>{info(text=texts[0])}<answer>x</answer>"
-    both = second.replace("<answer>", f"<search>vitamin c</search>{info(text=texts[1])}<answer>")
-    missed = f"<search>rickets</search>{info(text=texts[2])}<answer>x</answer>"
+    texts = tool(["rickets then vitamin c", "vitamin c", "rickets"], [""] * 3)  # as inserted
+    second = f"<search>rickets then vitamin c</search>{texts[0]}<answer>x</answer>"
+    both = second.replace("<answer>", f"<search>vitamin c</search>{texts[1]}<answer>")
+    missed = f"<search>rickets</search>{texts[2]}<answer>x</answer>"
     details = role.outcomes([second, both, missed], [ROW] * 3).details
     assert [d["gold_reciprocal_rank"] for d in details] == [0.5, 1.0, 0.0]
     assert [d["gold_in_information"] for d in details] == [1.0, 1.0, 0.0]
@@ -84,11 +83,10 @@ def test_the_gold_passages_reciprocal_rank_is_the_best_over_the_searches_read():
 def test_each_turn_shows_what_was_written_its_query_and_the_ids_it_read():
     role = Searcher(retriever=Shelf(), k=2, max_searches=2)
     tool = role.search_tool()
-    info = role.tags.information
-    texts = tool(["vitamin C deficiency", "rickets"])
+    texts = tool(["vitamin C deficiency", "rickets"], ["", ""])
     completion = (
-        f"vitamin C deficiency</search>{info.format(text=texts[0])}"
-        f"Not sure. <search>rickets</search>{info.format(text=texts[1])}<answer>B</answer>"
+        f"vitamin C deficiency</search>{texts[0]}"
+        f"Not sure. <search>rickets</search>{texts[1]}<answer>B</answer>"
     )
     role.response_prefix = "<search>"
     (detail,) = role.outcomes([completion], [ROW]).details
@@ -101,7 +99,7 @@ def test_each_turn_shows_what_was_written_its_query_and_the_ids_it_read():
         {"wrote": "Not sure. <search>rickets</search>", "query": "rickets", "passages": ["d2"]},
         {"wrote": "<answer>B</answer>"},
     ]
-    unasked = "<search>scurvy</search>" + info.format(text="") + "<answer>A</answer>"
+    unasked = "<search>scurvy</search>" + role.information.format(text="") + "<answer>A</answer>"
     role.response_prefix = ""
     (detail,) = role.outcomes([unasked], [ROW]).details
     assert detail["turns"][0] == {
@@ -118,7 +116,7 @@ def test_the_queries_are_what_the_sampler_searched():
     """A turn that opens two search tags searched the text after the last one (`query_of`);
     `queries` reports that query, and a closing tag with no passages after it searched nothing."""
     role = Searcher(retriever=Shelf(), k=1)
-    info = role.tags.information
+    info = role.information
     completion = (
         f"<search>scurvy <search>vitamin C</search>{info.format(text='')}"
         "<answer>A</answer> and </search>"
@@ -155,17 +153,22 @@ def test_an_answer_that_lists_several_options_names_none():
 
 
 def test_the_tool_forgets_the_oldest_queries_past_its_memory():
-    tool = Searcher(retriever=Shelf(), k=1).search_tool()
+    role = Searcher(retriever=Shelf(), k=1)
+    tool = role.tool
     tool.remembered = 2
-    tool(["rickets", "vitamin c", "rickets again"])
+    role.search_tool()(["rickets", "vitamin c", "rickets again"], [""] * 3)
     assert tool.ids_of("rickets") is None
     assert (tool.ids_of("vitamin c"), tool.ids_of("rickets again")) == (["d1"], ["d2"])
 
 
 def test_the_tool_inserts_the_top_passages_and_a_blank_query_finds_nothing():
     shelf = Shelf()
-    tool = Searcher(retriever=shelf, k=2).search_tool()
-    assert tool(["Rickets in a child", "  "]) == ["[1] vitamin D: Rickets: bowed legs.", ""]
+    role = Searcher(retriever=shelf, k=2)
+    info = role.information.format
+    assert role.search_tool()(["Rickets in a child", "  "], ["", ""]) == [
+        info(text="[1] vitamin D: Rickets: bowed legs."),
+        info(text=""),
+    ]
     assert shelf.asked == [["Rickets in a child"]]
 
 
@@ -175,7 +178,7 @@ def test_the_tool_inserts_the_top_passages_and_a_blank_query_finds_nothing():
         ({"k": 0}, "policy.k must be >= 1"),
         ({"max_searches": -1}, "policy.max_searches must be >= 0"),
         ({"information": "<information></information>"}, "policy.information must hold {text}"),
-        ({"search_close": " "}, "policy.search_close must not be blank"),
+        ({"search_close": ""}, "policy.search_close must not be empty"),
         ({"answer_as": "text"}, "policy.answer_as must be one of"),
     ],
 )
@@ -218,7 +221,7 @@ def test_plain_rag_searches_the_question_first_as_if_the_policy_had():
     passages = "[1] vitamin C: Scurvy: perifollicular hemorrhage."
     assert prompt.endswith(
         "<search>Vitamin C and bleeding gums?</search>"
-        + role.tags.information.format(text=passages)
+        + role.information.format(text=passages)
         + "<answer>"
     )  # the response prefix after the search
     outcome = role.outcomes(["B</answer>"], [row])
@@ -265,10 +268,63 @@ def test_the_terms_variant_changes_only_the_worked_searches(make_cfg):
 
 def test_a_response_prefix_that_starts_the_query_is_not_searched_as_the_sampler_does_not():
     role = Searcher(retriever=Shelf(), k=1, response_prefix="<search>Textbook terms:")
-    (text,) = role.search_tool()(["vitamin C"])  # what the sampler searched: the completion's part
-    completion = (
-        " vitamin C</search>" + role.tags.information.format(text=text) + "<answer>x</answer>"
-    )
+    (text,) = role.search_tool()(["vitamin C"], [""])  # the sampler searched the completion's
+    completion = " vitamin C</search>" + text + "<answer>x</answer>"
     (detail,) = role.outcomes([completion], [ROW]).details
     assert detail["queries"] == ["vitamin C"] and detail["turns"][0]["passages"] == ["d1"]
     assert detail["gold_reciprocal_rank"] == 1.0
+
+
+def test_a_search_can_expand_the_query_with_the_question_and_show_the_options_after_it():
+    """`query_template` and `information` read the fields of the row whose prompt the search
+    continues: the question is searched before the policy's terms, the options come after the
+    passages, and the outcome reads the same searched query and inserted text back."""
+    shelf = Shelf()
+    role = Searcher(
+        retriever=shelf,
+        k=1,
+        max_searches=1,
+        template="Q: {question}\nTerms:",
+        search_open="Terms:",
+        search_close="\n",
+        answer_open="Answer:",
+        answer_close="\n",
+        answer_as="option",
+        query_template="{question} {query}",
+        information="Passage: {text}\nOptions:\n{options_text}\n",
+    )
+    row = {**ROW, "question": "Bleeding gums, which vitamin?", "options": {"A": "x", "B": "y"}}
+    (prompt,) = role.prompts([row])
+    assert "A. x" not in prompt  # the search is written before the options are shown
+    (inserted,) = role.search_tool()(["vitamin C"], [prompt])  # as query_of trims it
+    assert shelf.asked == [["Bleeding gums, which vitamin? vitamin C"]]
+    assert (
+        inserted
+        == "Passage: [1] vitamin C: Scurvy: perifollicular hemorrhage.\nOptions:\nA. x\nB. y\n"
+    )
+    (outcome,) = role.outcomes([" vitamin C\n" + inserted + "Answer: y\n"], [row]).details
+    assert outcome["queries"] == ["Bleeding gums, which vitamin? vitamin C"]
+    assert outcome["turns"][0]["passages"] == ["d1"] and outcome["gold_in_information"] == 1.0
+    assert outcome["gold_reciprocal_rank"] == 1.0
+    assert role.outcomes([" vitamin C\n" + inserted + "Answer: y\n"], [row]).texts == ["B"]
+    with pytest.raises(ConfigError, match="policy.query_template uses field 'question'"):
+        role.search_tool()(["vitamin C"], ["a prompt the role never made"])
+
+
+def test_a_query_template_without_the_query_is_named():
+    with pytest.raises(ConfigError, match="policy.query_template must hold {query}"):
+        Searcher(retriever=Shelf(), query_template="{question}")
+
+
+def test_the_terms_first_experiment_writes_its_search_before_the_options_in_every_head(make_cfg):
+    cfg = make_cfg("experiment=searcher_gemma_terms_first", tiny=False)
+    policy, heads = cfg.policy, cfg.eval.policy_overrides
+    question = policy.template.rsplit("\n\n", 1)[1]
+    assert question == "Question: {question}\nTextbook terms:" == question.replace("{options", "")
+    assert "{options_text}" in policy.information and policy.query_template.startswith("{question}")
+    worked = policy.template.split("\n\n")[:-1]
+    assert worked and all(ex.split("\n")[1].startswith(policy.search_open) for ex in worked)
+    assert all(ex.split("\n")[-1].startswith(policy.answer_open) for ex in worked)
+    assert heads.no_retrieval.template.endswith("Options:\n{options_text}\n")
+    assert heads.rag.template + "Textbook terms:" == policy.template  # the same worked examples
+    assert cfg.reward.functions.gold_rank.key == "gold_reciprocal_rank"

@@ -10,18 +10,21 @@ from src.rollout.multi_turn import MultiTurnSampler, Tags, query_of
 from src.rollout.stops import first_mark
 from tests.helpers.scripted_turns import ScriptedTurns
 
-INFO = Tags().information
+INFO = "\n<information>{text}</information>\n"
 
 
 class Library:
-    """A tool that answers query q with 'about q', and records the queries."""
+    """A tool that answers query q with 'about q' in the information tags, and records the
+    queries and the prompts they continue."""
 
     def __init__(self) -> None:
         self.asked: list[list[str]] = []
+        self.prompts: list[list[str]] = []
 
-    def __call__(self, queries: list[str]) -> list[str]:
+    def __call__(self, queries: list[str], prompts: list[str]) -> list[str]:
         self.asked.append(list(queries))
-        return [f"about {query}" for query in queries]
+        self.prompts.append(list(prompts))
+        return [INFO.format(text=f"about {query}") for query in queries]
 
 
 def script(context: str, row: int) -> str:
@@ -52,6 +55,7 @@ def test_rows_pause_at_a_search_get_the_tools_text_and_end_at_their_answer(tiny_
     assert texts[3] == "x" * 70  # the budget: 70 written tokens
     assert rollout.is_clipped.tolist() == [False, False, False, True]
     assert tool.asked == [["cause", "step 0"], ["step 1"]]
+    assert tool.prompts == [["Q?", "Q?"], ["Q?"]]  # each query's own prompt
     # every inserted token is marked and no other; the written ones stay within the budget
     tokenizer = tiny_lm.tokenizer
     for row in range(4):
@@ -64,8 +68,9 @@ def test_rows_pause_at_a_search_get_the_tools_text_and_end_at_their_answer(tiny_
 
 
 def test_the_group_reads_its_prompt_once_then_only_the_searching_rows_go_on(tiny_lm):
-    turns = ScriptedTurns(script, max_completion_length=60)
-    MultiTurnSampler(turns, Library(), max_searches=2).sample(tiny_lm, ["Q?", "R?"], 4)
+    turns, tool = ScriptedTurns(script, max_completion_length=60), Library()
+    MultiTurnSampler(turns, tool, max_searches=2).sample(tiny_lm, ["Q?", "R?"], 4)
+    assert tool.prompts[0] == ["Q?", "Q?", "R?", "R?"]  # rows 0 and 2 of each group search
     (first, g1, room1), (second, g2, _), (third, g3, _) = turns.calls
     assert len(first) == 2 and g1 == 4 and room1 == 60  # each prompt once, for its 4 rows
     assert g2 == g3 == 1 and len(second) == 4 and len(third) == 2  # rows 0 and 2 of each
@@ -244,3 +249,23 @@ def test_a_turn_stops_decoding_once_every_row_has_paused_or_answered_with_the_sa
     (stopped, _), (full, _) = rollouts(tiny_lm, ["Q?", "R?"], tags, 0, greedy=False, seed=4)
     assert same(stopped, full)
     assert 0 < sum("K" in text for text in full.completions) < 8  # some rows ended at the mark
+
+
+def test_one_line_end_closes_the_query_while_the_row_may_search_then_the_answer(tiny_lm):
+    """The terms-first searcher's tags: a line's end closes both the query and the answer. It
+    is the query's while a search is left (then the tool is called), the answer's after."""
+
+    def lines(context: str, row: int) -> str:
+        return " B\nmore" if "<information>" in context else " terms\nrest"
+
+    tags = Tags(search_open="T:", search_close="\n", answer_close="\n")
+    for searches, wanted, asked in (
+        (1, [" terms\n" + INFO.format(text="about terms") + " B\n"], [["terms"]]),
+        (0, [" terms\n"], []),
+    ):
+        tool = Library()
+        turns = ScriptedTurns(lines, max_completion_length=30)
+        sampler = MultiTurnSampler(turns, tool, max_searches=searches, tags=tags)
+        rollout = sampler.sample(tiny_lm, ["Q?"], 1)
+        assert rollout.completions == wanted and tool.asked == asked
+        assert not rollout.is_clipped.any()

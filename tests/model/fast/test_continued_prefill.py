@@ -118,7 +118,7 @@ def test_a_multi_turn_rollout_is_the_same_with_the_prompts_read_once(tiny_lm, mo
 
     def rollout():
         tags = Tags(search_close="??", answer_close="}}")
-        tool = lambda queries: ["found it"] * len(queries)  # noqa: E731
+        tool = lambda queries, prompts: ["found it"] * len(queries)  # noqa: E731
         sampler = MultiTurnSampler(HFSampler(max_completion_length=24), tool, 2, tags)
         return sampler.sample(tiny_lm, ["Q?", "Why? Q?"], 3, greedy=True)
 
