@@ -37,6 +37,7 @@ class Searcher(Generator):
     `{query}` ('{question} {query}' searches the question followed by what the policy wrote),
     and what it inserts is `information` filled with the row's fields and the passages'
     `{text}` (it may show the options after the passages, which the prompt then leaves out).
+    `rank_depth` hits per search (at least `k`) place the gold passage for `gold_reciprocal_rank`.
     """
 
     def __init__(
@@ -53,11 +54,16 @@ class Searcher(Generator):
         search_question_first: bool = False,
         answer_as: str = "letter",
         query_template: str = "{query}",
+        rank_depth: int = 0,
         **generator: Any,
     ) -> None:
         super().__init__(**generator)
         if k < 1:
             raise ConfigError(f"policy.k must be >= 1, got {k}")
+        if rank_depth < 0:
+            raise ConfigError(
+                f"policy.rank_depth must be >= 0 (0: the k passages read), got {rank_depth}"
+            )
         if answer_as not in ANSWER_FORMS:
             raise ConfigError(f"policy.answer_as must be one of {ANSWER_FORMS}, got {answer_as!r}")
         if max_searches < 0:
@@ -86,7 +92,7 @@ class Searcher(Generator):
         self.query_template = query_template
         self.search_question_first = search_question_first
         self.answer_as = answer_as
-        self.tool = PassageTool(retriever, k, passage_template)
+        self.tool = PassageTool(retriever, k, passage_template, depth=rank_depth)
         self.asked: OrderedDict[str, dict[str, Any]] = OrderedDict()  # prompt -> its row
 
     def prepare(self, network: PolicyNetwork, rows: list[dict[str, Any]]) -> dict[str, float]:
@@ -156,9 +162,10 @@ class Searcher(Generator):
         """The letter of each completion's last answer ('' without one), and its searches:
         how many, whether it searched at all, their queries (each the query the sampler
         searched: `query_of` its turn), whether the passages it read hold the row's gold answer
-        text, the reciprocal rank of the best passage read that holds it, its title included as
-        read (`gold_reciprocal_rank`: 1 at the top of a search's passages, 0 where none holds
-        it: what `reward=gold_rank` pays), and its turns (`turn_details`)."""
+        text, the reciprocal rank of the best hit that holds it among each search's top
+        `rank_depth` (the passages read where that is under `k`), its title included as read
+        (`gold_reciprocal_rank`: 1 at the top of a search's passages, 0 where none holds it:
+        what `reward=gold_rank` pays), and its turns (`turn_details`)."""
         texts, details = [], []
         for completion, row in zip(completions, rows, strict=True):
             turns = self.turns(self.response_prefix + completion, row)

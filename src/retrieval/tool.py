@@ -11,8 +11,8 @@ from src.retrieval.retriever import Retriever
 
 class PassageTool:
     """For each query, its top `k` passages, one per line as `passage_template` writes them.
-    It remembers the hits it returned for the last `remembered` distinct queries (`hits_of`,
-    `ids_of`)."""
+    It remembers the top `depth` hits (at least `k`) of the last `remembered` distinct queries
+    (`hits_of`, `ids_of`): a deeper list places a gold passage the search did not insert."""
 
     def __init__(
         self,
@@ -20,9 +20,11 @@ class PassageTool:
         k: int,
         passage_template: str = "[{rank}] {title}: {content}",
         remembered: int = 4096,
+        depth: int = 0,
     ) -> None:
         self.retriever = retriever
         self.k = k
+        self.depth = max(k, depth)
         self.passage_template = passage_template
         self.remembered = remembered
         self.found: OrderedDict[str, list[Hit]] = OrderedDict()
@@ -31,9 +33,9 @@ class PassageTool:
         """The passages' text of each query; a blank query finds nothing and gets ''."""
         asked = [i for i, query in enumerate(queries) if query.strip()]
         texts = [""] * len(queries)
-        found = self.retriever.search([queries[i] for i in asked], self.k) if asked else []
+        found = self.retriever.search([queries[i] for i in asked], self.depth) if asked else []
         for i, hits in zip(asked, found, strict=True):
-            texts[i] = documents_text(hits, self.passage_template)
+            texts[i] = documents_text(hits[: self.k], self.passage_template)
             self.remember(queries[i], hits)
         return texts
 
@@ -45,11 +47,12 @@ class PassageTool:
             self.found.popitem(last=False)
 
     def ids_of(self, query: str) -> list[str] | None:
-        """The ids of the passages `query` found when last asked; None when not remembered (a
-        blank query, or one asked too long ago)."""
+        """The ids of the passages `query` inserted when last asked; None when not remembered
+        (a blank query, or one asked too long ago)."""
         hits = self.hits_of(query)
-        return None if hits is None else [hit.document.id for hit in hits]
+        return None if hits is None else [hit.document.id for hit in hits[: self.k]]
 
     def hits_of(self, query: str) -> list[Hit] | None:
-        """The passages `query` found when last asked, best first; None when not remembered."""
+        """The top `depth` hits `query` found when last asked, best first (the first `k` were
+        inserted); None when not remembered."""
         return self.found.get(query)

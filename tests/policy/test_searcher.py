@@ -328,3 +328,17 @@ def test_the_terms_first_experiment_writes_its_search_before_the_options_in_ever
     assert heads.no_retrieval.template.endswith("Options:\n{options_text}\n")
     assert heads.rag.template + "Textbook terms:" == policy.template  # the same worked examples
     assert cfg.reward.functions.gold_rank.key == "gold_reciprocal_rank"
+    assert policy.rank_depth > cfg.retrieval.k == 1  # the rank is read deeper than the passage
+
+
+def test_a_deeper_rank_places_the_gold_passage_the_search_did_not_insert():
+    shelf = InOrder()
+    role = Searcher(retriever=shelf, k=1, max_searches=1, rank_depth=2)
+    (inserted,) = role.search_tool()(["rickets then vitamin c"], [""])
+    assert "vitamin C" not in inserted and role.tool.ids_of("rickets then vitamin c") == ["d2"]
+    completion = f"<search>rickets then vitamin c</search>{inserted}<answer>x</answer>"
+    (detail,) = role.outcomes([completion], [ROW]).details
+    assert detail["gold_reciprocal_rank"] == 0.5 and detail["gold_in_information"] == 0.0
+    assert Searcher(retriever=shelf, k=1).tool.depth == 1  # by default: the passages read
+    with pytest.raises(ConfigError, match="policy.rank_depth must be >= 0"):
+        Searcher(retriever=shelf, rank_depth=-1)
