@@ -134,7 +134,9 @@ class Searcher(Generator):
 
     def search(self, queries: list[str], prompts: list[str]) -> list[str]:
         """The text inserted after each query, the row its prompt was made from filling the
-        templates (a prompt `prompts` did not make has no fields)."""
+        templates (a prompt `prompts` did not make has no fields; two rows that make one
+        prompt, the same question drawn twice with its options in two orders, share the
+        later one's fields)."""
         rows = [self.asked.get(prompt, {}) for prompt in prompts]
         texts = self.tool([self.searched(q, row) for q, row in zip(queries, rows, strict=True)])
         return [self.inserted(text, row) for text, row in zip(texts, rows, strict=True)]
