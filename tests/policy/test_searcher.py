@@ -326,7 +326,19 @@ def test_the_terms_first_experiment_writes_its_search_before_the_options_in_ever
     assert worked and all(ex.split("\n")[1].startswith(policy.search_open) for ex in worked)
     assert all(ex.split("\n")[-1].startswith(policy.answer_open) for ex in worked)
     assert heads.no_retrieval.template.endswith("Options:\n{options_text}\n")
-    assert heads.rag.template + "Textbook terms:" == policy.template  # the same worked examples
+    rag = Searcher(
+        retriever=Shelf(),
+        k=1,
+        template=policy.template,
+        information=policy.information,
+        search_close=policy.search_close,
+        **heads.rag,
+    )
+    row = {**ROW, "question_passages": "[1] vitamin C: Scurvy."}
+    (prompt,) = rag.prompts([row])
+    assert prompt == policy.template.format(question="Bleeding gums?") + (
+        " Bleeding gums?\nPassage: [1] vitamin C: Scurvy.\nOptions:\nA. x\nB. y\nAnswer:"
+    )  # the question as the terms line after the same worked examples, then the answer
     assert cfg.reward.functions.gold_rank.key == "gold_reciprocal_rank"
     assert policy.rank_depth > cfg.retrieval.k == 1  # the rank is read deeper than the passage
 
