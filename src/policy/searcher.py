@@ -23,6 +23,7 @@ from src.retrieval.retriever import Retriever
 from src.retrieval.tool import PassageTool
 from src.rollout.multi_turn import Tags, Tool, query_of
 from src.utils.errors import ConfigError
+from src.utils.recent import keep_recent
 
 ANSWER_FORMS = ("letter", "option")
 REMEMBERED_PROMPTS = 4096  # the prompts whose rows a search can still read
@@ -120,10 +121,7 @@ class Searcher(Generator):
                 for prompt, row in zip(prompts, rows, strict=True)
             ]
         for prompt, row in zip(prompts, rows, strict=True):
-            self.asked[prompt] = row
-            self.asked.move_to_end(prompt)
-        while len(self.asked) > REMEMBERED_PROMPTS:
-            self.asked.popitem(last=False)
+            keep_recent(self.asked, prompt, row, REMEMBERED_PROMPTS)
         return prompts
 
     def search_tool(self) -> Tool:

@@ -7,6 +7,7 @@ from collections import OrderedDict
 
 from src.retrieval.hit import Hit, documents_text
 from src.retrieval.retriever import Retriever
+from src.utils.recent import keep_recent
 
 
 class PassageTool:
@@ -41,10 +42,7 @@ class PassageTool:
 
     def remember(self, query: str, hits: list[Hit]) -> None:
         """Keep `hits` as what `query` found, forgetting the oldest query past `remembered`."""
-        self.found[query] = list(hits)
-        self.found.move_to_end(query)
-        while len(self.found) > self.remembered:
-            self.found.popitem(last=False)
+        keep_recent(self.found, query, list(hits), self.remembered)
 
     def ids_of(self, query: str) -> list[str] | None:
         """The ids of the passages `query` inserted when last asked; None when not remembered
