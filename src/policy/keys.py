@@ -17,6 +17,7 @@ SETTINGS: dict[str, Setting | AnyOf] = {
     "policy.plan_prefix": ANY_TEXT,
     "policy.plan_template": TEXT,
     "policy.answer_template": TEXT,
+    "policy.reader_template": OPTIONAL_TEXT,
     "policy.document_template": TEXT,
     "policy.passage_template": TEXT,
     "policy.planner.max_completion_length": whole(1),

@@ -15,9 +15,11 @@ import re
 from collections import OrderedDict
 from typing import Any
 
-from src.model.network import PolicyNetwork
+from src.data.mcq import LETTERS
+from src.model.network import AdaptedNetwork, PolicyNetwork
+from src.policy.frozen import frozen_option_scores
 from src.policy.generator import Generator
-from src.policy.rewriter import first_letter, gold_reciprocal_rank
+from src.policy.rewriter import first_letter, gold_reciprocal_rank, option_probability
 from src.policy.role import Outcomes
 from src.retrieval.retriever import Retriever
 from src.retrieval.tool import PassageTool
@@ -39,6 +41,11 @@ class Searcher(Generator):
     and what it inserts is `information` filled with the row's fields and the passages'
     `{text}` (it may show the options after the passages, which the prompt then leaves out).
     `rank_depth` hits per search (at least `k`) place the gold passage for `gold_reciprocal_rank`.
+
+    With a `reader_template`, the base model (adapter off) reads the passages each completion's
+    last search inserted, as a frozen reader would, and its probability of the gold option is
+    the completion's `gold_probability` (`reward=gold_probability`): a score of the search
+    alone, whatever the policy then answers.
     """
 
     def __init__(
@@ -56,6 +63,8 @@ class Searcher(Generator):
         answer_as: str = "letter",
         query_template: str = "{query}",
         rank_depth: int = 0,
+        reader_template: str | None = None,
+        frozen_batch_size: int = 16,
         **generator: Any,
     ) -> None:
         super().__init__(**generator)
@@ -78,6 +87,13 @@ class Searcher(Generator):
                 "policy.query_template must hold {query}, where the policy's query goes; "
                 f"got {query_template!r}"
             )
+        if reader_template is not None and "{passages}" not in reader_template:
+            raise ConfigError(
+                "policy.reader_template must hold {passages}, where the passages read go; "
+                f"got {reader_template!r} (null: no frozen reader)"
+            )
+        if frozen_batch_size < 1:
+            raise ConfigError(f"policy.frozen_batch_size must be >= 1, got {frozen_batch_size}")
         for key, tag in (
             ("search_open", search_open),
             ("search_close", search_close),
@@ -92,6 +108,8 @@ class Searcher(Generator):
         self.information = information
         self.query_template = query_template
         self.search_question_first = search_question_first
+        self.reader_template = reader_template
+        self.frozen_batch_size = frozen_batch_size
         self.answer_as = answer_as
         self.tool = PassageTool(retriever, k, passage_template, depth=rank_depth)
         self.asked: OrderedDict[str, dict[str, Any]] = OrderedDict()  # prompt -> its row
@@ -157,7 +175,7 @@ class Searcher(Generator):
         self,
         completions: list[str],
         rows: list[dict[str, Any]],
-        network: PolicyNetwork | None = None,
+        network: AdaptedNetwork | None = None,
     ) -> Outcomes:
         """The letter of each completion's last answer ('' without one), and its searches:
         how many, whether it searched at all, their queries (each the query the sampler
@@ -165,14 +183,17 @@ class Searcher(Generator):
         text, the reciprocal rank of the best hit that holds it among each search's top
         `rank_depth` (the passages read where that is under `k`), its title included as read
         (`gold_reciprocal_rank`: 1 at the top of a search's passages, 0 where none holds it:
-        what `reward=gold_rank` pays), and its turns (`turn_details`)."""
-        texts, details = [], []
+        what `reward=gold_rank` pays), and its turns (`turn_details`). With a
+        `reader_template`, also the frozen reader's probability of the gold option after the
+        last passages read (`gold_probability`, 0 where nothing was read)."""
+        texts, details, last_read = [], [], []
         for completion, row in zip(completions, rows, strict=True):
             turns = self.turns(self.response_prefix + completion, row)
             written = "".join(text for kind, text in turns if kind == "written")
             read = [text for kind, text in turns if kind == "information"]
             if self.search_question_first:
                 read.insert(0, str(row.get("question_passages", "")))
+            last_read.append(read[-1] if read else None)
             gold = str(row.get("answer_text", "")).strip().lower()
             texts.append(self.answer_letter(written, row.get("options") or {}))
             turn_details = self.turn_details(turns, row)
@@ -191,7 +212,42 @@ class Searcher(Generator):
                     "turns": turn_details,
                 }
             )
+        if self.reader_template is not None:
+            for detail, chance in zip(
+                details, self.gold_chances(last_read, rows, network), strict=True
+            ):
+                detail["gold_probability"] = chance
         return Outcomes(texts=texts, details=details)
+
+    def gold_chances(
+        self,
+        passages: list[str | None],
+        rows: list[dict[str, Any]],
+        network: AdaptedNetwork | None,
+    ) -> list[float]:
+        """For each completion, the base model's probability (adapter off) of the row's gold
+        option after `reader_template` filled with the row's fields and the `passages` it read:
+        the softmax of the options' texts scored as continuations (`option_probability`). 0
+        where nothing was read or the row names no gold letter."""
+        if network is None:
+            raise ValueError("policy.reader_template: the frozen reader needs the network")
+        asked = [
+            i
+            for i, (read, row) in enumerate(zip(passages, rows, strict=True))
+            if read is not None and str(row.get("answer") or "") in tuple(LETTERS)
+        ]
+        contexts = [
+            self._fill(
+                self.reader_template, {**rows[i], "passages": passages[i]}, "reader_template"
+            )
+            for i in asked
+        ]
+        options = [[" " + str(rows[i]["options"][letter]) for letter in LETTERS] for i in asked]
+        scores = frozen_option_scores(network, contexts, options, self.frozen_batch_size)
+        chances = [0.0] * len(rows)
+        for i, row_scores in zip(asked, scores, strict=True):
+            chances[i] = option_probability(row_scores, LETTERS.index(str(rows[i]["answer"])))
+        return chances
 
     def turns(self, completion: str, row: dict[str, Any] | None = None) -> list[tuple[str, str]]:
         """The completion cut into what the policy wrote and what was inserted, in order:

@@ -3,9 +3,12 @@ a run samples it (the multi-turn rollout around the configured sampler)."""
 
 from __future__ import annotations
 
+import contextlib
+
 import pytest
 
 from src.policy.generator import Generator
+from src.policy.rewriter import option_probability
 from src.policy.searcher import Searcher
 from src.retrieval.corpus import Document
 from src.retrieval.hit import Hit
@@ -180,6 +183,8 @@ def test_the_tool_inserts_the_top_passages_and_a_blank_query_finds_nothing():
         ({"information": "<information></information>"}, "policy.information must hold {text}"),
         ({"search_close": ""}, "policy.search_close must not be empty"),
         ({"answer_as": "text"}, "policy.answer_as must be one of"),
+        ({"reader_template": "Answer:"}, "policy.reader_template must hold {passages}"),
+        ({"frozen_batch_size": 0}, "policy.frozen_batch_size must be >= 1"),
     ],
 )
 def test_bad_settings_are_named(setting, message):
@@ -354,3 +359,76 @@ def test_a_deeper_rank_places_the_gold_passage_the_search_did_not_insert():
     assert Searcher(retriever=shelf, k=1).tool.depth == 1  # by default: the passages read
     with pytest.raises(ConfigError, match="policy.rank_depth must be >= 0"):
         Searcher(retriever=shelf, rank_depth=-1)
+
+
+class ReadsScurvy:
+    """A frozen reader that prefers option B after a context naming scurvy and option A
+    otherwise; it keeps what it was asked and whether the adapter was off."""
+
+    def __init__(self) -> None:
+        self.contexts: list[str] = []
+        self.continuations: list[list[str]] = []
+        self.adapter_on = True
+
+    def continuation_scores(self, contexts, continuations):
+        assert not self.adapter_on  # the base reads, not the policy
+        self.contexts += contexts
+        self.continuations += continuations
+        return [
+            [float(i == ("Scurvy" in c)) for i in range(len(o))]
+            for c, o in zip(contexts, continuations, strict=True)
+        ]
+
+    @contextlib.contextmanager
+    def adapter_disabled(self):
+        self.adapter_on = False
+        yield
+        self.adapter_on = True
+
+
+def test_a_frozen_reader_scores_the_gold_option_after_the_last_passages_read():
+    role = Searcher(
+        retriever=Shelf(), k=1, max_searches=2, reader_template="{passages}\nQ: {question}\nA:"
+    )
+    options = {"A": "vitamin D", "B": "vitamin C", "C": "iron", "D": "zinc"}
+    row = {**ROW, "options": options}  # gold B: vitamin C
+    (scurvy,) = role.search_tool()(["vitamin c"], [""])
+    (rickets,) = role.search_tool()(["rickets"], [""])
+    found = f"<search>vitamin c</search>{scurvy}<answer>vitamin C</answer>"
+    misled = (
+        f"<search>vitamin c</search>{scurvy}<search>rickets</search>{rickets}<answer>x</answer>"
+    )
+    reader = ReadsScurvy()
+    details = role.outcomes([found, misled, "<answer>B</answer>"], [row] * 3, reader).details
+    assert [d["gold_probability"] for d in details] == pytest.approx(
+        [option_probability([0, 1, 0, 0], 1), option_probability([1, 0, 0, 0], 1), 0.0]
+    )  # the last search's passages are read; no search, nothing read: 0
+    assert reader.contexts == [
+        "[1] vitamin C: Scurvy: perifollicular hemorrhage.\nQ: Bleeding gums?\nA:",
+        "[1] vitamin D: Rickets: bowed legs.\nQ: Bleeding gums?\nA:",
+    ]
+    assert reader.continuations[0] == [" vitamin D", " vitamin C", " iron", " zinc"]
+    assert reader.adapter_on  # on again after
+    no_gold = {**row, "answer": ""}
+    assert role.outcomes([found], [no_gold], reader).details[0]["gold_probability"] == 0.0
+    assert "gold_probability" not in Searcher(retriever=Shelf()).outcomes([found], [row]).details[0]
+
+
+def test_the_reader_scored_experiment_is_the_terms_first_one_with_a_frozen_readers_term(make_cfg):
+    first = make_cfg("experiment=searcher_gemma_terms_first", tiny=False)
+    scored = make_cfg("experiment=searcher_gemma_reader_scored", tiny=False)
+    assert scored.policy.template == first.policy.template  # the same prompt and search
+    assert scored.policy.information == first.policy.information
+    assert first.policy.reader_template is None and "{passages}" in scored.policy.reader_template
+    assert list(scored.reward.functions) == ["accuracy", "gold_probability", "gold_rank"]
+    assert scored.reward.functions.gold_probability.key == "gold_probability"
+    role = Searcher(retriever=Shelf(), k=1, reader_template=scored.policy.reader_template)
+    options = {"A": "vitamin D", "B": "vitamin C", "C": "iron", "D": "zinc"}
+    reader = ReadsScurvy()
+    (scurvy,) = role.search_tool()(["vitamin c"], [""])
+    found = f"<search>vitamin c</search>{scurvy}<answer>vitamin C</answer>"
+    role.outcomes([found], [{**ROW, "options": options}], reader)
+    assert reader.contexts == [
+        "Use the textbook passage to answer the question.\n\n[1] vitamin C: Scurvy: perifollicular"
+        " hemorrhage.\n\nQuestion: Bleeding gums?\nAnswer:"
+    ]
