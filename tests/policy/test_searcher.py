@@ -422,6 +422,7 @@ def test_the_reader_scored_experiment_is_the_terms_first_one_with_a_frozen_reade
     assert first.policy.reader_template is None and "{passages}" in scored.policy.reader_template
     assert list(scored.reward.functions) == ["accuracy", "gold_probability", "gold_rank"]
     assert scored.reward.functions.gold_probability.key == "gold_probability"
+    assert scored.algo.multi_objective_aggregation == "normalize_then_sum"  # each term in its group
     role = Searcher(retriever=Shelf(), k=1, reader_template=scored.policy.reader_template)
     options = {"A": "vitamin D", "B": "vitamin C", "C": "iron", "D": "zinc"}
     reader = ReadsScurvy()
