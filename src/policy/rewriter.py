@@ -273,12 +273,9 @@ class Rewriter(Generator):
             for row, found in zip(rows, documents, strict=True)
         ]
         if self.settings.answer_mode == "likelihood":
-            options = [[" " + str(row["options"][letter]) for letter in LETTERS] for row in rows]
-            scores = frozen_option_scores(
-                network, prompts, options, self.settings.frozen_batch_size
-            )
+            scores = options_after(network, prompts, rows, self.settings.frozen_batch_size)
             letters = [LETTERS[max(range(len(row)), key=row.__getitem__)] for row in scores]
-            gold = [LETTERS.find(str(row.get("answer") or "?")) for row in rows]
+            gold = [gold_index(row) for row in rows]
             return letters, [
                 option_probability(row, index) if index >= 0 else None
                 for row, index in zip(scores, gold, strict=True)
@@ -330,6 +327,20 @@ def names_option(query: str, row: dict[str, Any]) -> bool:
         for option in (row.get("options") or {}).values()
         if words(str(option))
     )
+
+
+def options_after(
+    network: AdaptedNetwork, contexts: list[str], rows: list[dict[str, Any]], batch_size: int
+) -> list[list[float]]:
+    """The frozen base's score of each row's options' texts (A-D, a space before each) as the
+    continuation of its context (`frozen_option_scores`)."""
+    options = [[" " + str(row["options"][letter]) for letter in LETTERS] for row in rows]
+    return frozen_option_scores(network, contexts, options, batch_size)
+
+
+def gold_index(row: dict[str, Any]) -> int:
+    """The position of the row's gold letter among A-D; -1 where it names none."""
+    return LETTERS.find(str(row.get("answer") or "?"))
 
 
 def option_probability(scores: list[float], index: int) -> float:

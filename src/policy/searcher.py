@@ -15,11 +15,15 @@ import re
 from collections import OrderedDict
 from typing import Any
 
-from src.data.mcq import LETTERS
 from src.model.network import AdaptedNetwork, PolicyNetwork
-from src.policy.frozen import frozen_option_scores
 from src.policy.generator import Generator
-from src.policy.rewriter import first_letter, gold_reciprocal_rank, option_probability
+from src.policy.rewriter import (
+    first_letter,
+    gold_index,
+    gold_reciprocal_rank,
+    option_probability,
+    options_after,
+)
 from src.policy.role import Outcomes
 from src.retrieval.retriever import Retriever
 from src.retrieval.tool import PassageTool
@@ -234,7 +238,7 @@ class Searcher(Generator):
         asked = [
             i
             for i, (read, row) in enumerate(zip(passages, rows, strict=True))
-            if read is not None and str(row.get("answer") or "") in tuple(LETTERS)
+            if read is not None and gold_index(row) >= 0
         ]
         contexts = [
             self._fill(
@@ -242,11 +246,10 @@ class Searcher(Generator):
             )
             for i in asked
         ]
-        options = [[" " + str(rows[i]["options"][letter]) for letter in LETTERS] for i in asked]
-        scores = frozen_option_scores(network, contexts, options, self.frozen_batch_size)
+        scores = options_after(network, contexts, [rows[i] for i in asked], self.frozen_batch_size)
         chances = [0.0] * len(rows)
         for i, row_scores in zip(asked, scores, strict=True):
-            chances[i] = option_probability(row_scores, LETTERS.index(str(rows[i]["answer"])))
+            chances[i] = option_probability(row_scores, gold_index(rows[i]))
         return chances
 
     def turns(self, completion: str, row: dict[str, Any] | None = None) -> list[tuple[str, str]]:
