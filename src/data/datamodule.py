@@ -125,20 +125,37 @@ class ShardedBatches(Sampler[list[int]]):
         yield from self._batches()
 
 
-class OptionsDealt(Dataset):
-    """Multiple-choice rows whose options are dealt to the letters afresh at every draw, in an
-    order that depends only on the seed and the draw's number (`StepSampler(numbered=True)`)."""
+class DrawnRows(Dataset):
+    """Training rows as drawn, each draw treated by what depends only on the seed and the
+    draw's number (`StepSampler(numbered=True)`): with `deal_options` a multiple-choice row's
+    options are dealt to the letters afresh; with `oracle_share` that share of the draws is
+    marked `oracle: True`, whose search a searcher answers with the row's gold passage
+    (`Searcher.search`). The two use separate random streams: a share leaves the deal as it was."""
 
-    def __init__(self, rows: list[dict[str, Any]], seed: int) -> None:
+    def __init__(
+        self,
+        rows: list[dict[str, Any]],
+        seed: int,
+        deal_options: bool = False,
+        oracle_share: float = 0.0,
+    ) -> None:
         self.rows = rows
         self.seed = seed
+        self.deal_options = deal_options
+        self.oracle_share = oracle_share
 
     def __len__(self) -> int:
         return len(self.rows)
 
     def __getitem__(self, key: tuple[int, int]) -> dict[str, Any]:
         index, draw = key
-        return shuffle_options(self.rows[index], random.Random(f"{self.seed}:{draw}"))
+        row = self.rows[index]
+        if self.deal_options:
+            row = shuffle_options(row, random.Random(f"{self.seed}:{draw}"))
+        if self.oracle_share > 0:
+            oracle = random.Random(f"{self.seed}:{draw}:oracle").random() < self.oracle_share
+            row = {**row, "oracle": oracle}
+        return row
 
 
 def step_loader(
@@ -147,12 +164,15 @@ def step_loader(
     num_batches: int,
     seed: int,
     deal_options: bool = False,
+    oracle_share: float = 0.0,
 ) -> DataLoader:
     """`num_batches` random batches of rows in one pass, so a progress bar counts steps;
     `batch_size` rows per step over all processes together. With `deal_options` every drawn
-    multiple-choice row comes with its options in a new order (`OptionsDealt`)."""
-    order = StepSampler(len(rows), batch_size, num_batches, seed, numbered=deal_options)
-    dataset = OptionsDealt(rows, seed) if deal_options else rows
+    multiple-choice row comes with its options in a new order, and with `oracle_share` that
+    share of the draws is marked `oracle` (`DrawnRows`)."""
+    per_draw = deal_options or oracle_share > 0
+    order = StepSampler(len(rows), batch_size, num_batches, seed, numbered=per_draw)
+    dataset = DrawnRows(rows, seed, deal_options, oracle_share) if per_draw else rows
     return DataLoader(dataset, batch_sampler=order, collate_fn=keep_rows)
 
 
@@ -175,7 +195,9 @@ class PromptDataModule(L.LightningDataModule):
     holds `rounds_per_step` batches of `batch_size` prompts, the later ones the reserve that
     dynamic sampling (`algo.sampling_rounds`) draws from. With `shuffle_options` every drawn
     training row (multiple-choice rows only) has its options dealt to the letters in a new
-    order, so no answer position pays; held-out rows keep the file's order.
+    order, so no answer position pays; held-out rows keep the file's order. With
+    `oracle_share` that share of the drawn training rows is marked `oracle` (a searcher reads
+    their gold passage whatever it searched: `Searcher.search`); held-out rows never are.
     """
 
     def __init__(
@@ -193,8 +215,14 @@ class PromptDataModule(L.LightningDataModule):
         seed: int = 0,
         rounds_per_step: int = 1,
         shuffle_options: bool = False,
+        oracle_share: float = 0.0,
     ) -> None:
         super().__init__()
+        if not 0.0 <= oracle_share <= 1.0:
+            raise ConfigError(
+                f"data.oracle_share must be between 0 and 1 (a share of training draws), "
+                f"got {oracle_share}"
+            )
         if source is None and path is None:
             raise ConfigError("data needs either a built-in source or data.path")
         if batch_size < 1 or eval_batch_size < 1:
@@ -212,6 +240,7 @@ class PromptDataModule(L.LightningDataModule):
         self.seed = seed
         self.rounds_per_step = rounds_per_step
         self.shuffle_options = shuffle_options
+        self.oracle_share = oracle_share
         self.train_rows: list[dict[str, Any]] = []
         self.val_rows: list[dict[str, Any]] = []
         self.report: dict[str, Any] = {}
@@ -320,7 +349,12 @@ class PromptDataModule(L.LightningDataModule):
     def train_dataloader(self) -> DataLoader:
         rows_per_step = self.batch_size * self.rounds_per_step  # the step's prompts, then a reserve
         loader = step_loader(
-            self.train_rows, rows_per_step, self.num_batches, self.seed, self.shuffle_options
+            self.train_rows,
+            rows_per_step,
+            self.num_batches,
+            self.seed,
+            self.shuffle_options,
+            self.oracle_share,
         )
         if self.resume_position is not None:
             loader.batch_sampler.resume_at(*self.resume_position)

@@ -156,9 +156,18 @@ class Searcher(Generator):
         """The text inserted after each query, the row its prompt was made from filling the
         templates (a prompt `prompts` did not make has no fields; two rows that make one
         prompt, the same question drawn twice with its options in two orders, share the
-        later one's fields)."""
+        later one's fields). A row marked `oracle` (a training draw, `data.oracle_share`) reads
+        the passage holding its gold answer in place of what the query found (RAFT's oracle
+        context: the answer turn learns to read it); the query is still searched and ranked,
+        so `gold_rank` pays the search as ever."""
         rows = [self.asked.get(prompt, {}) for prompt in prompts]
         texts = self.tool([self.searched(q, row) for q, row in zip(queries, rows, strict=True)])
+        texts = [
+            self.tool.holding(str(row.get("answer_text", ""))) or text
+            if row.get("oracle")
+            else text
+            for text, row in zip(texts, rows, strict=True)
+        ]
         return [self.inserted(text, row) for text, row in zip(texts, rows, strict=True)]
 
     def searched(self, query: str, row: dict[str, Any]) -> str:
@@ -216,6 +225,8 @@ class Searcher(Generator):
                     "turns": turn_details,
                 }
             )
+            if "oracle" in row:  # a training draw of a run with data.oracle_share
+                details[-1]["oracle"] = float(bool(row["oracle"]))
         if self.reader_template is not None:
             for detail, chance in zip(
                 details, self.gold_chances(last_read, rows, network), strict=True

@@ -40,6 +40,22 @@ class PassageTool:
             self.remember(queries[i], hits)
         return texts
 
+    def holding(self, text: str) -> str:
+        """The passage that holds `text`, written as a search's passages are: of the top
+        `depth` hits for `text` itself, the first titled `text`, else the first whose title or
+        content holds it (case aside); '' where none does. What a searcher inserts for a row
+        marked `oracle` (its gold answer's passage, whatever it searched)."""
+        wanted = text.strip().lower()
+        if not wanted:
+            return ""
+        hits = self.retriever.search([text], self.depth)[0]
+        titled = [hit for hit in hits if hit.document.title.strip().lower() == wanted]
+        holding = [
+            hit for hit in hits if wanted in f"{hit.document.title}: {hit.document.content}".lower()
+        ]
+        best = (titled or holding)[:1]
+        return documents_text(best, self.passage_template)
+
     def remember(self, query: str, hits: list[Hit]) -> None:
         """Keep `hits` as what `query` found, forgetting the oldest query past `remembered`."""
         keep_recent(self.found, query, list(hits), self.remembered)

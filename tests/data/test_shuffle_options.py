@@ -39,7 +39,9 @@ def test_gold_letter_is_spread_over_the_positions() -> None:
     assert min(golds.values()) > 60  # about 100 each; one fixed letter would be 400
 
 
-def module(tmp_path: Path, shuffle: bool, seed: int = 0) -> PromptDataModule:
+def module(
+    tmp_path: Path, shuffle: bool, seed: int = 0, oracle_share: float = 0.0
+) -> PromptDataModule:
     rows = [{**ROW_RAW, "question": f"Question {i}?"} for i in range(12)]
     path = write_jsonl(tmp_path / "q.jsonl", rows)
     data = PromptDataModule(
@@ -51,6 +53,7 @@ def module(tmp_path: Path, shuffle: bool, seed: int = 0) -> PromptDataModule:
         num_batches=6,
         seed=seed,
         shuffle_options=shuffle,
+        oracle_share=oracle_share,
     )
     data.prepare_rows()
     return data
@@ -88,3 +91,32 @@ def test_rows_without_options_are_a_one_line_error(tmp_path: Path) -> None:
     data = PromptDataModule(path=str(path), val_size=2, shuffle_options=True)
     with pytest.raises(ConfigError, match=r"data.shuffle_options=true needs multiple-choice rows"):
         data.prepare_rows()
+
+
+def test_an_oracle_share_marks_that_share_of_training_draws_and_leaves_the_deal_alone(
+    tmp_path: Path,
+) -> None:
+    """`data.oracle_share` marks draws `oracle` (a searcher then reads their gold passage):
+    about that share of them, the same ones for a seed and a resumed run, never a held-out row,
+    and with the options dealt as without a share."""
+    rows = drawn(module(tmp_path, shuffle=True, oracle_share=0.5))
+    marks = [row["oracle"] for row in rows]
+    assert 0 < sum(marks) < len(marks)
+    again = drawn(module(tmp_path, shuffle=True, oracle_share=0.5))
+    assert [row["oracle"] for row in again] == marks
+    without = drawn(module(tmp_path, shuffle=True))
+    assert [row["options_text"] for row in rows] == [row["options_text"] for row in without]
+    assert all("oracle" not in row for row in without)
+    everyone = drawn(module(tmp_path, shuffle=False, oracle_share=1.0))
+    assert all(row["oracle"] for row in everyone) and all(row["answer"] == "B" for row in everyone)
+    data = module(tmp_path, shuffle=True, oracle_share=0.5)
+    assert all("oracle" not in row for row in data.val_rows)
+    loader = data.train_dataloader()
+    loader.batch_sampler.resume_at(0, 2)
+    assert [row["oracle"] for batch in loader for row in batch] == marks[8:]
+
+
+@pytest.mark.parametrize("share", [-0.1, 1.5])
+def test_an_oracle_share_outside_0_to_1_is_named(tmp_path: Path, share: float) -> None:
+    with pytest.raises(ConfigError, match=r"data.oracle_share must be between 0 and 1"):
+        module(tmp_path, shuffle=False, oracle_share=share)

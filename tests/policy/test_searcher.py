@@ -433,3 +433,45 @@ def test_the_reader_scored_experiment_is_the_terms_first_one_with_a_frozen_reade
         "Use the textbook passage to answer the question.\n\n[1] vitamin C: Scurvy: perifollicular"
         " hemorrhage.\n\nQuestion: Bleeding gums?\nAnswer:"
     ]
+
+
+def test_an_oracle_row_reads_its_gold_passage_whatever_it_searched_and_the_search_is_ranked():
+    """A training draw marked `oracle` (data.oracle_share) reads the passage titled with its gold
+    answer in place of what the query found; the query is still searched and ranked, so
+    `gold_rank` pays the search; unmarked rows read what they found."""
+    shelf = Shelf()
+    role = Searcher(retriever=shelf, k=1, max_searches=1, rank_depth=5)
+    row = {**ROW, "options": {"A": "vitamin D", "B": "vitamin C"}}
+    oracle, plain = {**row, "oracle": True}, {**row, "question": "Bowed legs?", "oracle": False}
+    prompts = role.prompts([oracle, plain])
+    read = role.search_tool()(["rickets", "rickets"], prompts)
+    assert (
+        read[0]
+        == "\n<information>[1] vitamin C: Scurvy: perifollicular hemorrhage.</information>\n"
+    )
+    assert read[1] == "\n<information>[1] vitamin D: Rickets: bowed legs.</information>\n"
+    assert ["rickets", "rickets"] in shelf.asked  # the query was searched all the same
+    completions = [f"<search>rickets</search>{text}<answer>B</answer>" for text in read]
+    details = role.outcomes(completions, [oracle, plain]).details
+    assert [d["oracle"] for d in details] == [1.0, 0.0]
+    assert [d["gold_in_information"] for d in details] == [1.0, 0.0]
+    assert [d["gold_reciprocal_rank"] for d in details] == [0.0, 0.0]  # rickets never ranks it
+    assert "oracle" not in role.outcomes(completions[:1], [row]).details[0]  # no share, no key
+
+
+def test_an_oracle_row_without_a_passage_holding_its_answer_reads_what_it_found():
+    role = Searcher(retriever=Shelf(), k=1, max_searches=1)
+    row = {**ROW, "answer_text": "zinc", "oracle": True}
+    (prompt,) = role.prompts([row])
+    (read,) = role.search_tool()(["rickets"], [prompt])
+    assert "vitamin D: Rickets" in read
+
+
+def test_the_oracle_read_experiment_is_the_reader_scored_one_searching_terms_alone(make_cfg):
+    scored = make_cfg("experiment=searcher_gemma_reader_scored", tiny=False)
+    oracle = make_cfg("experiment=searcher_gemma_oracle_read", tiny=False)
+    assert oracle.policy.template == scored.policy.template
+    assert oracle.policy.reader_template == scored.policy.reader_template
+    assert list(oracle.reward.functions) == list(scored.reward.functions)
+    assert scored.data.oracle_share == 0.0 and oracle.data.oracle_share == 0.5
+    assert oracle.policy.query_template == "{query}"  # the terms alone decide the passage
