@@ -287,7 +287,8 @@ class Searcher(Generator):
         searches the terms without those two words)."""
         details: list[dict[str, Any]] = []
         prefix = self.response_prefix
-        for at, ((kind, text), following) in enumerate(zip(turns, [*turns[1:], None], strict=True)):
+        following_turns = [*turns[1:], None][: len(turns)]  # none for an empty completion
+        for at, ((kind, text), following) in enumerate(zip(turns, following_turns, strict=True)):
             if kind != "written":
                 continue
             turn: dict[str, Any] = {"wrote": text}

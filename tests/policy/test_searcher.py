@@ -475,3 +475,11 @@ def test_the_oracle_read_experiment_is_the_reader_scored_one_searching_terms_alo
     assert list(oracle.reward.functions) == list(scored.reward.functions)
     assert scored.data.oracle_share == 0.0 and oracle.data.oracle_share == 0.5
     assert oracle.policy.query_template == "{query}"  # the terms alone decide the passage
+
+
+def test_an_empty_completion_searched_nothing_and_answered_nothing():
+    """A completion that ended at once (EOS first) has no turns: no search, no answer."""
+    role = Searcher(retriever=Shelf(), k=1, max_searches=1)
+    outcomes = role.outcomes([""], [ROW])
+    assert outcomes.texts == [""]
+    assert outcomes.details[0]["turns"] == [] and outcomes.details[0]["searches"] == 0.0
