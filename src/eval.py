@@ -110,6 +110,8 @@ def evaluate(
     datamodule, loggers = parts.datamodule, parts.loggers
     rows = datamodule.split_rows(eval_cfg.split)
     rows = rows[: eval_cfg.max_rows] if eval_cfg.max_rows else rows
+    if eval_cfg.get("oracle"):  # a searcher's searches read the gold passage: reading alone
+        rows = [{**row, "oracle": True} for row in rows]
     heads = list(heads or eval_cfg.heads)
     folders = head_folders(eval_cfg, heads)
     extract = build(eval_cfg.extract) if eval_cfg.get("extract") else None

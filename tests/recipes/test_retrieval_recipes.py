@@ -162,6 +162,28 @@ def test_searcher_trains_on_its_own_tokens_and_evaluates_four_ways(make_cfg, tmp
         assert {"queries", "gold_in_information", "accuracy"} <= set(record)
 
 
+def test_an_oracle_evaluation_reads_every_rows_gold_passage_whatever_was_searched(
+    make_cfg, tmp_path, rewriter
+):
+    """`eval.oracle=true`: every search of every head reads the row's gold passage (how well a
+    head reads it), the scripted query notwithstanding; the records say so."""
+    sample = next(o for o in rewriter if o.startswith("data.path="))
+    eval_cfg = make_cfg(
+        *SEARCHER, sample,
+        "eval.heads=[base]",
+        "eval.oracle=true",
+        f"eval.output_dir={tmp_path / 'eval'}",
+        "eval.max_rows=2",
+    )  # fmt: skip
+    summaries = evaluate(eval_cfg)
+    assert summaries["base"]["role/oracle"] == 1.0
+    assert summaries["base"]["role/gold_in_information"] == 1.0
+    records = [json.loads(line) for line in (tmp_path / "eval" / "eval_results.jsonl").open()]
+    assert [record["oracle"] for record in records] == [1.0, 1.0]
+    for record in records:  # the query found a triage note; the gold passage was read instead
+        assert record["queries"][0].startswith("triage note row")
+
+
 @pytest.mark.slow
 def test_reader_trains_with_overlap_rewards(make_cfg, tmp_path):
     cfg = make_cfg(*READER)
