@@ -73,7 +73,8 @@ def draw(
     a boundary), at a cost that hardly grows with it: one exponential per entry (the softmax
     unnormalised: the uniform number is scaled to the total), one float32 sum per block, and
     float64 cumulative sums over the blocks and over one block per row (Gemma's 262,144
-    entries: 256 blocks). A token of probability 0 is never drawn. With `overwrite`, float32
+    entries: 256 blocks); a vocabulary of one block or less takes its one cumulative sum. A
+    token of probability 0 is never drawn. With `overwrite`, float32
     `scores` are the draw's to overwrite (the decoding loop's own logits): no tensor of their
     size is made."""
     rows, vocabulary = scores.shape
@@ -82,6 +83,11 @@ def draw(
         probs = scores.sub_(highest).exp_()  # the softmax times a constant, in place
     else:
         probs = torch.sub(scores.float(), highest.float()).exp_()
+    if vocabulary <= DRAW_BLOCK:  # one block: one cumulative sum, nothing padded
+        cdf = probs.double().cumsum(dim=-1)
+        u = torch.rand(rows, 1, dtype=torch.float64, device=scores.device, generator=generator)
+        index = torch.searchsorted(cdf, u * cdf[:, -1:], right=True)
+        return index.clamp_(max=vocabulary - 1).squeeze(1)
     width = -(-vocabulary // DRAW_BLOCK) * DRAW_BLOCK
     if width != vocabulary:  # the last block padded with tokens of probability 0
         probs = torch.nn.functional.pad(probs, (0, width - vocabulary))
