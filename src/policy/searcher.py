@@ -162,10 +162,12 @@ class Searcher(Generator):
         so `gold_rank` pays the search as ever."""
         rows = [self.asked.get(prompt, {}) for prompt in prompts]
         texts = self.tool([self.searched(q, row) for q, row in zip(queries, rows, strict=True)])
+        gold = {  # each marked answer's passage looked up once, not once per completion
+            answer: self.tool.holding(answer)
+            for answer in {str(row.get("answer_text", "")) for row in rows if row.get("oracle")}
+        }
         texts = [
-            self.tool.holding(str(row.get("answer_text", ""))) or text
-            if row.get("oracle")
-            else text
+            gold[str(row.get("answer_text", ""))] or text if row.get("oracle") else text
             for text, row in zip(texts, rows, strict=True)
         ]
         return [self.inserted(text, row) for text, row in zip(texts, rows, strict=True)]
