@@ -83,9 +83,9 @@ def draw(
         probs = scores.sub_(highest).exp_()  # the softmax times a constant, in place
     else:
         probs = torch.sub(scores.float(), highest.float()).exp_()
+    u = torch.rand(rows, 1, dtype=torch.float64, device=scores.device, generator=generator)
     if vocabulary <= DRAW_BLOCK:  # one block: one cumulative sum, nothing padded
         cdf = probs.double().cumsum(dim=-1)
-        u = torch.rand(rows, 1, dtype=torch.float64, device=scores.device, generator=generator)
         index = torch.searchsorted(cdf, u * cdf[:, -1:], right=True)
         return index.clamp_(max=vocabulary - 1).squeeze(1)
     width = -(-vocabulary // DRAW_BLOCK) * DRAW_BLOCK
@@ -93,7 +93,6 @@ def draw(
         probs = torch.nn.functional.pad(probs, (0, width - vocabulary))
     blocks = probs.view(rows, width // DRAW_BLOCK, DRAW_BLOCK)
     block_cdf = blocks.sum(dim=-1).double().cumsum(dim=-1)  # [N, blocks]
-    u = torch.rand(rows, 1, dtype=torch.float64, device=scores.device, generator=generator)
     target = u * block_cdf[:, -1:]
     block = torch.searchsorted(block_cdf, target, right=True).clamp_(max=block_cdf.size(1) - 1)
     before = torch.where(
