@@ -25,7 +25,7 @@ from src.policy.plans import PlanCache, read_plan
 from src.policy.queries import parse_queries
 from src.policy.rewriter_settings import RewriterSettings
 from src.policy.role import Outcomes
-from src.retrieval.hit import Hit, documents_text, merge_hits
+from src.retrieval.hit import Hit, documents_text, holds, merge_hits
 from src.retrieval.retriever import Retriever
 from src.rollout.sampler import Sampler
 from src.utils.errors import ConfigError
@@ -293,16 +293,11 @@ def gold_reciprocal_rank(
     gold passage from rank 9 to rank 4 scores more before it reaches the documents read."""
     if not gold_text:
         return 0.0
-
-    def text(hit: Hit) -> str:
-        document = hit.document
-        return f"{document.title}: {document.content}" if with_title else document.content
-
     ranks = [
         rank
         for hits in ranked
         for rank, hit in enumerate(hits, start=1)
-        if gold_text in text(hit).lower()
+        if holds(hit, gold_text, with_title)
     ]
     return 1.0 / min(ranks) if ranks else 0.0
 

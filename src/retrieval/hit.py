@@ -16,6 +16,14 @@ class Hit:
     score: float
 
 
+def holds(hit: Hit, text: str, with_title: bool = True) -> bool:
+    """Whether the hit's content (its title too, `with_title`, read as `title: content`) holds
+    `text`, which is lower-cased already: how a passage is found to hold a gold answer."""
+    document = hit.document
+    written = f"{document.title}: {document.content}" if with_title else document.content
+    return text in written.lower()
+
+
 def merge_hits(hit_lists: list[list[Hit]], k: int) -> list[Hit]:
     """The union of several queries' ranked hits, at most `k`, so that a reader given documents
     for several queries (sub-questions, rewrites) gets each document once, best first.

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections import OrderedDict
 
-from src.retrieval.hit import Hit, documents_text
+from src.retrieval.hit import Hit, documents_text, holds
 from src.retrieval.retriever import Retriever
 from src.utils.recent import keep_recent
 
@@ -50,9 +50,7 @@ class PassageTool:
             return ""
         hits = self.retriever.search([text], self.depth)[0]
         titled = [hit for hit in hits if hit.document.title.strip().lower() == wanted]
-        holding = [
-            hit for hit in hits if wanted in f"{hit.document.title}: {hit.document.content}".lower()
-        ]
+        holding = [hit for hit in hits if holds(hit, wanted)]
         best = (titled or holding)[:1]
         return documents_text(best, self.passage_template)
 
