@@ -1,9 +1,9 @@
-"""merge_hits: one hit per document, by best rank across the lists, then by score."""
+"""merge_hits: one hit per document, by best rank across the lists, then by score; holds."""
 
 from __future__ import annotations
 
 from src.retrieval.corpus import Document
-from src.retrieval.hit import Hit, merge_hits
+from src.retrieval.hit import Hit, holds, merge_hits
 
 
 def hit(id: str, score: float) -> Hit:
@@ -42,3 +42,12 @@ def test_at_most_k_and_empty_lists():
     assert ids(merge_hits(lists, k=2)) == ["a", "c"]
     assert merge_hits([], k=3) == [] and merge_hits([[], []], k=3) == []
     assert merge_hits(lists, k=0) == []
+
+
+def test_a_gold_text_is_held_by_the_content_or_with_it_the_title():
+    hit = Hit(Document("d1", "Heart Failure", "Presents with swollen ankles."), 1.0)
+    assert holds(hit, "swollen ankles")
+    assert holds(hit, "heart failure")  # the title, read as `title: content`
+    assert holds(hit, "failure: presents")  # across the two, as the reader reads them
+    assert not holds(hit, "heart failure", with_title=False)
+    assert not holds(hit, "gout")
