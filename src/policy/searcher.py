@@ -198,7 +198,8 @@ class Searcher(Generator):
         text, the reciprocal rank of the best hit that holds it among each search's top
         `rank_depth` (the passages read where that is under `k`), its title included as read
         (`gold_reciprocal_rank`: 1 at the top of a search's passages, 0 where none holds it:
-        what `reward=gold_rank` pays), and its turns (`turn_details`). With a
+        what `reward=gold_rank` pays), whether its answer names one of the options
+        (`named_option`: what `reward=named_option` pays), and its turns (`turn_details`). With a
         `reader_template`, also the frozen reader's probability of the gold option after the
         last passages read (`gold_probability`, 0 where nothing was read)."""
         texts, details, last_read = [], [], []
@@ -224,6 +225,7 @@ class Searcher(Generator):
                         bool(gold) and any(gold in t.lower() for t in read)
                     ),
                     "gold_reciprocal_rank": gold_reciprocal_rank(ranked, gold, with_title=True),
+                    "named_option": float(bool(texts[-1])),
                     "turns": turn_details,
                 }
             )

@@ -483,3 +483,27 @@ def test_an_empty_completion_searched_nothing_and_answered_nothing():
     outcomes = role.outcomes([""], [ROW])
     assert outcomes.texts == [""]
     assert outcomes.details[0]["turns"] == [] and outcomes.details[0]["searches"] == 0.0
+
+
+def test_whether_an_answer_names_an_option_is_a_detail_the_reward_can_pay():
+    role = Searcher(retriever=Shelf(), answer_as="option")
+    options = {"A": "46,XY,del(5p)", "B": "47,XXY", "C": "47,XX,+13", "D": "47,XX,+21"}
+    said = ["<answer>47,XXY</answer>", "<answer>45,X</answer>", "no answer at all"]
+    details = role.outcomes(said, [{**ROW, "options": options}] * 3).details
+    assert [detail["named_option"] for detail in details] == [1.0, 0.0, 0.0]
+
+
+def test_the_named_option_term_joins_the_oracle_read_experiments_reward(make_cfg):
+    cfg = make_cfg(
+        "experiment=searcher_gemma_oracle_read",
+        "reward=[accuracy,gold_probability,gold_rank,named_option]",
+        tiny=False,
+    )
+    assert list(cfg.reward.functions) == [
+        "accuracy",
+        "gold_probability",
+        "gold_rank",
+        "named_option",
+    ]
+    assert cfg.reward.functions.named_option.key == "named_option"
+    assert cfg.reward.weights.named_option == 0.25
