@@ -157,19 +157,21 @@ class Searcher(Generator):
         templates (a prompt `prompts` did not make has no fields; two rows that make one
         prompt, the same question drawn twice with its options in two orders, share the
         later one's fields). A row marked `oracle` (a training draw, `data.oracle_share`) reads
-        the passage holding its gold answer in place of what the query found (RAFT's oracle
-        context: the answer turn learns to read it); the query is still searched and ranked,
-        so `gold_rank` pays the search as ever."""
+        the passage holding its gold answer among the query's other top hits, `k` in all, in
+        place of what the query found (RAFT's oracle context: the answer turn learns to read
+        it, and to tell it from the rest where `k` is over 1); the query is still searched and
+        ranked, so `gold_rank` pays the search as ever."""
         rows = [self.asked.get(prompt, {}) for prompt in prompts]
-        texts = self.tool([self.searched(q, row) for q, row in zip(queries, rows, strict=True)])
+        searched = [self.searched(q, row) for q, row in zip(queries, rows, strict=True)]
+        texts = self.tool(searched)
         gold = {  # each marked answer's passage looked up once, not once per completion
             answer: self.tool.holding(answer)
             for answer in {str(row.get("answer_text", "")) for row in rows if row.get("oracle")}
         }
-        texts = [
-            gold[str(row.get("answer_text", ""))] or text if row.get("oracle") else text
-            for text, row in zip(texts, rows, strict=True)
-        ]
+        for i, row in enumerate(rows):
+            passage = gold.get(str(row.get("answer_text", ""))) if row.get("oracle") else None
+            if passage is not None:
+                texts[i] = self.tool.among(searched[i], passage)
         return [self.inserted(text, row) for text, row in zip(texts, rows, strict=True)]
 
     def searched(self, query: str, row: dict[str, Any]) -> str:

@@ -3,6 +3,7 @@ ids of the passages it inserted (what a run's samples table shows of each search
 
 from __future__ import annotations
 
+import zlib
 from collections import OrderedDict
 
 from src.retrieval.hit import Hit, documents_text, holds
@@ -40,19 +41,29 @@ class PassageTool:
             self.remember(queries[i], hits)
         return texts
 
-    def holding(self, text: str) -> str:
-        """The passage that holds `text`, written as a search's passages are: of the top
-        `depth` hits for `text` itself, the first titled `text`, else the first whose title or
-        content holds it (case aside); '' where none does. What a searcher inserts for a row
-        marked `oracle` (its gold answer's passage, whatever it searched)."""
+    def holding(self, text: str) -> Hit | None:
+        """The passage that holds `text`: of the top `depth` hits for `text` itself, the first
+        titled `text`, else the first whose title or content holds it (case aside); None where
+        none does. What a searcher reads for a row marked `oracle` (its gold answer's passage,
+        whatever it searched: `among`)."""
         wanted = text.strip().lower()
         if not wanted:
-            return ""
+            return None
         hits = self.retriever.search([text], self.depth)[0]
         titled = [hit for hit in hits if hit.document.title.strip().lower() == wanted]
         holding = [hit for hit in hits if holds(hit, wanted)]
-        best = (titled or holding)[:1]
-        return documents_text(best, self.passage_template)
+        return next(iter(titled or holding), None)
+
+    def among(self, query: str, gold: Hit) -> str:
+        """`k` passages written as a search's are, `gold` one of them and the others the top
+        hits `query` found when last asked (RAFT's oracle context with distractors: the reader
+        has to tell the gold passage from what the search brought, not copy the first one).
+        Its place among them is fixed by the query and the passage, so every completion of a
+        group that searched alike reads the same text; with `k` 1 it is `gold` alone."""
+        others = [hit for hit in self.hits_of(query) or [] if hit.document.id != gold.document.id]
+        others = others[: self.k - 1]
+        place = zlib.crc32(f"{query}\n{gold.document.id}".encode()) % (len(others) + 1)
+        return documents_text([*others[:place], gold, *others[place:]], self.passage_template)
 
     def remember(self, query: str, hits: list[Hit]) -> None:
         """Keep `hits` as what `query` found, forgetting the oldest query past `remembered`."""

@@ -467,6 +467,22 @@ def test_an_oracle_row_without_a_passage_holding_its_answer_reads_what_it_found(
     assert "vitamin D: Rickets" in read
 
 
+def test_an_oracle_row_reading_k_passages_reads_its_gold_one_among_what_it_found():
+    """With `k` over 1 an oracle row reads as many passages as a searched one: its gold passage
+    among the query's other hits (RAFT's distractors), at a place the query fixes, so copying
+    the first passage's title is not always right."""
+    role = Searcher(retriever=Shelf(), k=2, max_searches=1)
+    row = {**ROW, "oracle": True}  # gold: vitamin C; the queries find vitamin D (rickets)
+    (prompt,) = role.prompts([row])
+    queries = [f"rickets {word}" for word in ("legs", "bones", "child", "bowed", "soft", "x")]
+    read = role.search_tool()(queries + queries[:1], [prompt] * 7)
+    for text in read:
+        assert text.count("vitamin C: Scurvy") == 1 and text.count("vitamin D: Rickets") == 1
+    assert read[-1] == read[0]  # the same query reads the same passages in the same order
+    first = {text.split("[1] ")[1].split(":")[0] for text in read}
+    assert first == {"vitamin C", "vitamin D"}  # the gold passage is not always on top
+
+
 def test_the_oracle_read_experiment_is_the_reader_scored_one_searching_terms_alone(make_cfg):
     scored = make_cfg("experiment=searcher_gemma_reader_scored", tiny=False)
     oracle = make_cfg("experiment=searcher_gemma_oracle_read", tiny=False)
