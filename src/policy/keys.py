@@ -28,6 +28,7 @@ SETTINGS: dict[str, Setting | AnyOf] = {
     "policy.query_k": whole(1),
     "policy.k": whole(1),
     "policy.rank_depth": whole(1),
+    "policy.max_query_tokens": whole(1, nullable=True),
     "policy.query_source": choice(*QUERY_SOURCES),
     "policy.answer_mode": choice(*ANSWER_MODES),
     "policy.frozen_batch_size": whole(1),

@@ -69,6 +69,7 @@ class Searcher(Generator):
         rank_depth: int = 0,
         reader_template: str | None = None,
         frozen_batch_size: int = 16,
+        max_query_tokens: int | None = None,
         **generator: Any,
     ) -> None:
         super().__init__(**generator)
@@ -98,6 +99,10 @@ class Searcher(Generator):
             )
         if frozen_batch_size < 1:
             raise ConfigError(f"policy.frozen_batch_size must be >= 1, got {frozen_batch_size}")
+        if max_query_tokens is not None and max_query_tokens < 1:
+            raise ConfigError(
+                f"policy.max_query_tokens must be >= 1 or null (no limit), got {max_query_tokens}"
+            )
         for key, tag in (
             ("search_open", search_open),
             ("search_close", search_close),
@@ -108,7 +113,7 @@ class Searcher(Generator):
                 raise ConfigError(f"policy.{key} must not be empty")
         self.max_searches = max_searches
         self.answer_open = answer_open
-        self.tags = Tags(search_open, search_close, answer_close)
+        self.tags = Tags(search_open, search_close, answer_close, max_query_tokens)
         self.information = information
         self.query_template = query_template
         self.search_question_first = search_question_first

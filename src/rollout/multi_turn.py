@@ -83,6 +83,9 @@ class Tags:
     search_open: str = "<search>"
     search_close: str = "</search>"  # a row pauses here and its query is searched
     answer_close: str = "</answer>"  # a row ends here
+    # a turn that may still search and has written this many tokens without a mark is searched
+    # as it stands, its closing tag inserted before the tool's text; None: no such limit
+    max_query_tokens: int | None = None
 
 
 @dataclass
@@ -95,14 +98,16 @@ class Row:
     written: int = 0  # tokens the policy wrote
     searches: int = 0
     query: str | None = None  # the query waiting for the tool
+    cut_query: bool = False  # the query was cut at `Tags.max_query_tokens`: its tag is inserted
     done: bool = False
     clipped: bool = False  # ended by the token budget, no EOS or answer
 
 
 def query_of(turn_text: str, tags: Tags) -> str:
-    """The query of a turn that ends in `tags.search_close`: after the last opening tag (the
-    whole turn where there is none), whitespace trimmed."""
-    before = turn_text[: turn_text.index(tags.search_close)]
+    """The query of a turn that ends in `tags.search_close` (or was cut at the query's token
+    limit): after the last opening tag (the whole turn where there is none), whitespace
+    trimmed."""
+    before = turn_text.split(tags.search_close, 1)[0]
     if tags.search_open in before:
         before = before[before.rindex(tags.search_open) + len(tags.search_open) :]
     return before.strip()
@@ -157,10 +162,12 @@ class MultiTurnSampler:
             )
             for i, text in zip(waiting, answers, strict=True):
                 row = rows[i]
+                if row.cut_query:  # the closing tag the row did not write comes with the text
+                    text = self.tags.search_close + text
                 inserted = lm.tokenizer(text, add_special_tokens=False)["input_ids"]
                 row.tokens += inserted
                 row.inserted += [1] * len(inserted)
-                row.query = None
+                row.query, row.cut_query = None, False
                 if row.written >= budget:
                     row.done, row.clipped = True, True
             going = [i for i in waiting if not rows[i].done]
@@ -187,14 +194,30 @@ class MultiTurnSampler:
         return marks
 
     def _stop(self, lm: DecodedNetwork, rows: list[Row]) -> Stop:
-        """The decoding of a turn of `rows` ends each row at its marks (`stop_at_marks`)."""
-        return stop_at_marks(lm.tokenizer, [self._marks(row) for row in rows])
+        """The decoding of a turn of `rows` ends each row at its marks (`stop_at_marks`), and a
+        row that may still search at `Tags.max_query_tokens` tokens."""
+        at_marks = stop_at_marks(lm.tokenizer, [self._marks(row) for row in rows])
+        limit = self.tags.max_query_tokens
+        if limit is None:
+            return at_marks
+        searching = torch.tensor([row.searches < self.max_searches for row in rows])
+
+        def stopped(drawn: Tensor, going: Tensor) -> Tensor:
+            ends = at_marks(drawn, going)
+            if drawn.size(1) >= limit:
+                ends = ends | searching.to(ends.device)
+            return ends
+
+        return stopped
 
     def _take(self, lm: DecodedNetwork, rows: list[Row], which: list[int], drawn: Tensor) -> None:
         """Add each row's new turn (row `which[j]` drew `drawn[j]`): up to its EOS, its budget,
         its answer's end (then it is done) or its query's end (then it waits for the tool). Where
-        the two ends are one text (a line's end), it is the query's while the row may search."""
+        the two ends are one text (a line's end), it is the query's while the row may search.
+        A row that may search and writes `Tags.max_query_tokens` tokens before any mark or EOS
+        waits for the tool with those tokens as its query."""
         eos = set(lm.eos_token_ids)
+        limit = self.tags.max_query_tokens
         for j, i in enumerate(which):
             row = rows[i]
             tokens = drawn[j].tolist()[: self.max_completion_length - row.written]
@@ -202,6 +225,13 @@ class MultiTurnSampler:
             if ended is not None:
                 tokens = tokens[: ended + 1]
             cut, mark = first_mark(lm.tokenizer, tokens, self._marks(row))
+            row.cut_query = (
+                limit is not None
+                and row.searches < self.max_searches
+                and (cut > limit or (cut == limit and mark is None and ended is None))
+            )
+            if row.cut_query:
+                cut, mark = limit, self.tags.search_close
             tokens = tokens[:cut]
             row.tokens += tokens
             row.inserted += [0] * len(tokens)

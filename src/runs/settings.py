@@ -7,11 +7,12 @@ from __future__ import annotations
 
 import logging
 import math
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import torch
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 
 from src.grpo.policy_losses import settings_read
 from src.grpo.settings import AlgoSettings
@@ -30,6 +31,7 @@ def check_settings(cfg: DictConfig) -> AlgoSettings:
     """Raise `ConfigError` for the first setting that cannot work: of the wrong type, out of
     range or not one of its choices (`schema.SETTINGS`, `AlgoSettings`), then alone or together.
     Returns the algorithm's settings, built here once for the whole run."""
+    check_required(cfg)
     check_schema(cfg)
     settings = check_algo_settings(plain(cfg.get("algo")) or {})
     check_model_settings(plain(cfg.get("model")) or {})
@@ -39,6 +41,30 @@ def check_settings(cfg: DictConfig) -> AlgoSettings:
     check_before_grpo(cfg)
     check_output_folders(cfg)
     return settings
+
+
+def check_required(cfg: DictConfig) -> None:
+    """Raise `ConfigError` for a key the chosen configs leave for the command line (`???`, e.g.
+    `experiment=searcher_gemma_from_rewriter`'s `rewriter_adapter`): Hydra would otherwise
+    build the run without it, as if it were unset."""
+    missing = next(left_open(OmegaConf.to_container(cfg, resolve=False)), None)
+    if missing is not None:
+        raise ConfigError(
+            f"{missing} has no value and this config needs one: add {missing}=VALUE to the "
+            "command line"
+        )
+
+
+def left_open(node: Any, key: str = "") -> Iterator[str]:
+    """The dotted keys under `node` (an unresolved config as containers) whose value is `???`."""
+    if node == "???":
+        yield key
+    elif isinstance(node, dict):
+        for name, value in node.items():
+            yield from left_open(value, f"{key}.{name}" if key else str(name))
+    elif isinstance(node, list):
+        for index, value in enumerate(node):
+            yield from left_open(value, f"{key}.{index}")
 
 
 def check_algo_settings(algo: dict[str, Any]) -> AlgoSettings:

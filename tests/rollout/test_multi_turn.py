@@ -269,3 +269,40 @@ def test_one_line_end_closes_the_query_while_the_row_may_search_then_the_answer(
         rollout = sampler.sample(tiny_lm, ["Q?"], 1)
         assert rollout.completions == wanted and tool.asked == asked
         assert not rollout.is_clipped.any()
+
+
+def test_a_query_that_runs_past_its_token_limit_is_searched_as_it_stands(tiny_lm):
+    """`Tags.max_query_tokens` (a base model's terms line that never ends): the first 6 tokens
+    are the query, its line's end is inserted before the passages (context, not an action),
+    and the row answers after them; a query that ends within the limit, and an answer written
+    after the last search, are not cut."""
+
+    def lines(context: str, row: int) -> str:
+        if "<information>" in context:
+            return " the long answer line\n"
+        return [" a b c d e f g\nrest", " ab\nrest"][row]
+
+    tags = Tags(search_open="T:", search_close="\n", answer_close="\n", max_query_tokens=6)
+    tool = Library()
+    turns = ScriptedTurns(lines, max_completion_length=40)
+    rollout = MultiTurnSampler(turns, tool, max_searches=1, tags=tags).sample(tiny_lm, ["Q?"], 2)
+    assert tool.asked == [["a b c", "ab"]]
+    assert rollout.completions == [
+        " a b c" + "\n" + INFO.format(text="about a b c") + " the long answer line\n",
+        " ab\n" + INFO.format(text="about ab") + " the long answer line\n",
+    ]
+    marked = rollout.inserted_mask[0][rollout.completion_mask[0].bool()].bool()
+    ids = rollout.completion_ids[0][rollout.completion_mask[0].bool()]
+    assert tiny_lm.tokenizer.decode(ids[marked].tolist()) == "\n" + INFO.format(text="about a b c")
+    assert not rollout.is_clipped.any()
+
+
+def test_the_query_limit_stops_the_turns_decoding_with_the_same_rows(tiny_lm):
+    """Greedy, the tiny model writes '????...' and never a mark: with a 5-token query limit the
+    first turn draws 5 tokens, not 40, and the rows are those of a turn drawn to its end and
+    cut at the limit."""
+    tags = Tags(search_close="}}", answer_close="{{", max_query_tokens=5)
+    (stopped, widths), (full, full_widths) = rollouts(tiny_lm, ["Q?"], tags, 1, greedy=True)
+    assert widths[0] == 5 and full_widths[0] == 40
+    assert stopped.insertions.tolist() == [1] * 4
+    assert same(stopped, full)

@@ -122,6 +122,23 @@ def test_a_missing_sft_adapter_is_named_before_anything_loads(make_cfg, tmp_path
         check_settings(cfg)
 
 
+def test_a_key_the_config_leaves_to_the_command_line_is_asked_for(make_cfg, tmp_path):
+    """`???` in a config (the rewriter-started searcher's adapter) is refused by name: Hydra
+    alone would build the run without it."""
+    with pytest.raises(
+        ConfigError, match=r"^rewriter_adapter has no value .*rewriter_adapter=VALUE"
+    ):
+        check_settings(make_cfg("experiment=searcher_gemma_from_rewriter", tiny=False))
+    adapter = tmp_path / "rewriter"
+    adapter.mkdir()
+    cfg = make_cfg(
+        "experiment=searcher_gemma_from_rewriter", f"rewriter_adapter={adapter}", tiny=False
+    )
+    check_settings(cfg)
+    assert cfg.model.adapter_path == str(adapter)
+    assert cfg.policy.query_template == "{question} {query}"
+
+
 # Device settings, checked against a stated number of visible CUDA devices, so every case runs
 # on a machine without a GPU: (overrides, CUDA devices, message).
 BAD_HARDWARE = [
