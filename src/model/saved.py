@@ -23,6 +23,19 @@ def saved_kind(folder: str | Path) -> str | None:
     return json.loads(description.read_text()).get("kind")
 
 
+# The kind a stage (src/pretraining/stages.py) may name for a folder holding a LoRA adapter,
+# which Hugging Face's peft writes without a KIND_FILE.
+LORA_ADAPTER = "lora_adapter"
+
+
+def holds(folder: str | Path, kind: str) -> bool:
+    """Whether `folder` holds a saved model of `kind`: one of our own networks' kinds, or
+    `LORA_ADAPTER` for a peft adapter folder."""
+    if kind == LORA_ADAPTER:
+        return (Path(folder) / "adapter_config.json").is_file()
+    return saved_kind(folder) == kind
+
+
 def saved_model_settings(folder: str | Path) -> dict[str, Any]:
     """The `model.*` settings that load `folder` with the configured model: `adapter_path` for a
     LoRA adapter (the base stays the configured one), the folder itself as `name_or_path`

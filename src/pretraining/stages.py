@@ -1,12 +1,14 @@
 """Stages that train models a recipe needs before GRPO, each cached like the SFT warm start.
 
-`cfg.stages` names them in order (`task=char_diffusion`: the generator, then its judge). A
-stage fills one top-level key with a folder (`checkpoint_key`, e.g. `generator_checkpoint`):
-a folder the user gives is checked and used as it is; otherwise the key becomes the stage's
-cache folder, named by a hash of every setting that shapes its result (model, data, the
-stage's own settings, the seed and the folders of the stages before it). So the model and
-reward configs can name the folder (`${generator_checkpoint}`) before it is trained, and a
-second run with the same settings goes straight to GRPO.
+`cfg.stages` names them in order (`task=char_diffusion`: the generator, then its judge;
+`task=medqa_searcher`: the query rewriter, a run of its own task). A stage fills one top-level
+key with a folder (`checkpoint_key`, e.g. `generator_checkpoint`): a folder the user gives is
+checked and used as it is; otherwise the key becomes the stage's cache folder, named by a hash
+of every setting that shapes its result (model, data, the stage's own settings, the seed and
+the folders of the stages before it; a stage with `shaped_by_run: false` is shaped by its own
+settings and the seed alone). So the model and reward configs can name the folder
+(`${generator_checkpoint}`) before it is trained, and a second run with the same settings goes
+straight to GRPO.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 
 from src.data.datamodule import PromptDataModule
-from src.model.saved import saved_kind
+from src.model.saved import holds, saved_kind
 from src.tracking.run_logger import mlflow_loggers
 from src.utils.config import build
 from src.utils.errors import ConfigError, MissingFileError
@@ -70,10 +72,10 @@ def check_given(folder: str, key: str, kind: str) -> None:
     """A folder the user named must exist and hold a model of `kind`."""
     if not Path(folder).is_dir():
         raise MissingFileError(f"{key}={folder}: no such folder; give a saved {kind} folder")
-    found = saved_kind(folder)
-    if found != kind:
+    if not holds(folder, kind):
+        found = saved_kind(folder)
         raise ConfigError(
-            f"{key}={folder} holds {'no char model' if found is None else repr(found)}, not a "
+            f"{key}={folder} holds {'no such model' if found is None else repr(found)}, not a "
             f"{kind}; give a folder written by the {kind} stage (or set {key}=null to train one)"
         )
 
@@ -81,6 +83,9 @@ def check_given(folder: str, key: str, kind: str) -> None:
 def cache_key(cfg: DictConfig, name: str) -> str:
     """Hash of the settings that determine stage `name`'s model."""
     shaping: dict[str, Any] = {"seed": cfg.seed}
+    if not cfg.stages[name].get("shaped_by_run", True):
+        shaping[name] = OmegaConf.to_container(cfg.stages[name].train, resolve=True)
+        return hashlib.sha256(json.dumps(shaping, sort_keys=True).encode()).hexdigest()[:12]
     model = OmegaConf.to_container(cfg.model, resolve=False)
     model.pop("checkpoint", None)
     shaping["model"] = model
@@ -105,7 +110,7 @@ def require_trained_stages(cfg: DictConfig) -> None:
     for name, stage in (cfg.get("stages") or {}).items():
         key = stage.checkpoint_key
         folder = Path(str(cfg[key]))
-        if saved_kind(folder) is None:
+        if not holds(folder, stage.kind):
             raise MissingFileError(
                 f"stage {name} is not trained under these settings ({folder}); python -m "
                 f"src.train with the same overrides trains it, or give {key}=FOLDER"
@@ -118,7 +123,7 @@ def run_stages(cfg: DictConfig, datamodule: PromptDataModule, loggers: list[Any]
         folder = Path(str(cfg[stage.checkpoint_key]))
         for logger in mlflow_loggers(loggers):
             logger.experiment.set_tag(logger.run_id, f"stage.{name}", str(folder))
-        if saved_kind(folder) is not None:
+        if holds(folder, stage.kind):
             log.info("Stage %s: using %s", name, folder)
             continue
         shutil.rmtree(folder, ignore_errors=True)  # an interrupted attempt

@@ -239,7 +239,7 @@ def test_plain_rag_searches_the_question_first_as_if_the_policy_had():
 def test_the_findings_query_experiment_searches_the_findings_and_options_and_names_no_query(
     make_cfg,
 ):
-    base = make_cfg("task=medqa_searcher", tiny=False)
+    base = make_cfg("task=medqa_searcher_smollm2", tiny=False)
     cfg = make_cfg("experiment=searcher_findings_query", tiny=False)
     assert cfg.task_name == "medqa_searcher" and cfg.data.shuffle_options
     assert cfg.policy.answer_as == "option" and cfg.algo.max_completion_length == 96

@@ -18,7 +18,7 @@ from src.utils.errors import ConfigError, MissingFileError, UserError
 from tests.helpers.mlflow_runs import history, runs
 
 REWRITER = [
-    "task=medqa_rewriter",
+    "task=medqa_rewriter_smollm2",
     "hardware=[cpu,lora]",
     "policy.planner.max_completion_length=6",
     "policy.num_queries=2",
@@ -39,7 +39,7 @@ READER = [
 
 
 SEARCHER = [
-    "task=medqa_searcher",
+    "task=medqa_searcher_smollm2",
     "hardware=[cpu,lora]",
     "rollout._target_=tests.helpers.scripted_turns.ScriptedTurns",  # searches, then answers
     "+rollout.query='triage note row {row}'",  # words of the textbook's notes: BM25 finds some
@@ -279,7 +279,9 @@ def test_a_bad_corpus_fails_before_any_model_loads(make_cfg, tmp_path, content, 
 
 def test_the_original_base_model_composes(make_cfg, monkeypatch):
     monkeypatch.setattr("src.runs.settings.visible_cuda_devices", lambda: 1)  # as on a GPU node
-    cfg = make_cfg("task=medqa_rewriter", "model=gemma2_9b_it", "hardware=[gpu]", tiny=False)
+    cfg = make_cfg(
+        "task=medqa_rewriter_smollm2", "model=gemma2_9b_it", "hardware=[gpu]", tiny=False
+    )
     check_settings(cfg)
     assert cfg.model.name_or_path == "google/gemma-2-9b-it"
     assert cfg.model.lora.r == 16 and cfg.model.lora.lora_alpha == 32

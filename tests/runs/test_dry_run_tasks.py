@@ -27,6 +27,11 @@ SETTINGS: dict[str, tuple[list[str], bool, list[str]]] = {
     "medqa": (SHORT, True, ["<SOLUTION>", "similarity"]),
     "math": (SHORT, True, ["Solve the following problem", "The answer is"]),
     "medqa_rewriter": (
+        [*SHORT, "hardware=[cpu,lora]", "retrieval.k=1"],
+        True,
+        ["Textbook terms:", "queries:", "titles:"],
+    ),
+    "medqa_rewriter_smollm2": (
         [
             *SHORT,
             "hardware=[cpu,lora]",
@@ -39,6 +44,11 @@ SETTINGS: dict[str, tuple[list[str], bool, list[str]]] = {
     ),
     "reader": ([*SHORT, "hardware=[cpu,lora]", "retrieval.k=1"], True, ["passages"]),
     "medqa_searcher": (
+        [*SHORT, "hardware=[cpu,lora]"],
+        True,
+        ["searches:", "gold_in_information:", "rewriter: freshly initialised, untrained"],
+    ),
+    "medqa_searcher_smollm2": (
         [*SHORT, "hardware=[cpu,lora]", "retrieval.k=1"],
         True,
         ["searches:", "gold_in_information:"],
@@ -59,7 +69,7 @@ def dry_run(make_cfg, tmp_path, task, *model):
     """The dry run of `task` with its small settings (and `model` overrides in place of the
     tiny model's), its figures and its printed report."""
     overrides, tiny, shown = SETTINGS[task]
-    if task == "medqa_rewriter":  # planning every sample question takes a while: use 12
+    if task == "medqa_rewriter_smollm2":  # planning every question takes a while: use 12
         subset = tmp_path / "medqa.jsonl"
         subset.write_text("\n".join(MEDQA_SAMPLE.read_text().splitlines()[:12]) + "\n")
         overrides = [*overrides, f"data.path={subset}"]
@@ -109,6 +119,11 @@ def test_a_dry_run_makes_one_rollout_and_trains_nothing(make_cfg, tmp_path, caps
     if task == "char_diffusion":  # its stages are not trained, and nothing is cached
         assert not Path(cfg.paths.cache_dir).exists()
         assert (Path(cfg.paths.run_dir) / "untrained" / "judge" / "char_model.json").is_file()
+    if task == "medqa_searcher":  # no rewriter run: a fresh adapter is its start
+        assert not Path(cfg.paths.cache_dir, "rewriter").exists()
+        untrained = Path(cfg.paths.run_dir) / "untrained" / "rewriter"
+        assert cfg.model.adapter_path == str(untrained)
+        assert (untrained / "adapter_config.json").is_file()
 
 
 @pytest.mark.parametrize("task", [task for task in TASKS if SETTINGS[task][1]])
@@ -135,8 +150,9 @@ def test_every_language_model_task_dry_runs_on_gemma_3(
 
 
 def test_the_base_model_rewriter_dry_runs_on_gemma_3(make_cfg, models_dir, tmp_path, capsys):
-    """`experiment=rewriter_gemma_base`: a plain few-shot prompt (no chat template, no
-    planner), one BOS first, and each query ends at its line's end (`rollout.stop_strings`)."""
+    """`task=medqa_rewriter` (also spelled with `experiment=rewriter_gemma_base`, as first
+    measured): a plain few-shot prompt (no chat template, no planner), one BOS first, and each
+    query ends at its line's end (`rollout.stop_strings`)."""
     folder = build_small_gemma_folder(models_dir / "small_gemma3")
     overrides, _, _ = SETTINGS["medqa_rewriter"]
     cfg = make_cfg(

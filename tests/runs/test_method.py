@@ -20,7 +20,11 @@ ALGOS = sorted(path.stem for path in (CONF / "algo").glob("*.yaml"))
 TASKS = sorted(path.stem for path in (CONF / "task").glob("*.yaml"))
 PRESETS = sorted(path.stem for path in (CONF / "preset").glob("*.yaml"))
 # A task that has a method of its own names it with `override /algo:`; the others run grpo.
-TASK_ALGO = {task: task for task in ("math", "reader", "medqa_rewriter", "char_diffusion")}
+TASK_ALGO = {
+    **{task: task for task in ("math", "reader", "medqa_rewriter", "char_diffusion")},
+    "medqa_rewriter_smollm2": "medqa_rewriter",
+    "medqa_searcher": "medqa_searcher_gdpo",
+}
 
 
 def method_keys(*overrides: str) -> dict:

@@ -123,12 +123,12 @@ def test_a_missing_sft_adapter_is_named_before_anything_loads(make_cfg, tmp_path
 
 
 def test_a_key_the_config_leaves_to_the_command_line_is_asked_for(make_cfg, tmp_path):
-    """`???` in a config (the rewriter-started searcher's adapter) is refused by name: Hydra
-    alone would build the run without it."""
+    """`???` in a config (here the searcher's rewriter adapter, left open as a user's
+    experiment file would) is refused by name: Hydra alone would build the run without it."""
     with pytest.raises(
         ConfigError, match=r"^rewriter_adapter has no value .*rewriter_adapter=VALUE"
     ):
-        check_settings(make_cfg("experiment=searcher_gemma_from_rewriter", tiny=False))
+        check_settings(make_cfg("task=medqa_searcher", "rewriter_adapter=???", tiny=False))
     adapter = tmp_path / "rewriter"
     adapter.mkdir()
     cfg = make_cfg(
