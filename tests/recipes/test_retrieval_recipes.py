@@ -286,3 +286,30 @@ def test_the_original_base_model_composes(make_cfg, monkeypatch):
     assert cfg.model.name_or_path == "google/gemma-2-9b-it"
     assert cfg.model.lora.r == 16 and cfg.model.lora.lora_alpha == 32
     assert cfg.model.dtype == "bfloat16" and cfg.trainer.precision == "bf16-true"
+
+
+def test_the_rewriter_task_is_the_gemma_base_model_recipe_and_smollm2_an_option(make_cfg):
+    gemma = make_cfg("task=medqa_rewriter", tiny=False)
+    assert gemma.model.offline_fallback.copy_of == "google/gemma-3-270m"
+    assert not gemma.policy.use_chat_template and gemma.rollout.stop_strings == ["\n"]
+    assert "{plan}" not in gemma.policy.template  # the planner is not asked
+    assert gemma.policy.template.endswith("Question: {question}\nTextbook terms:")
+    smollm2 = make_cfg("task=medqa_rewriter_smollm2", tiny=False)
+    assert smollm2.task_name == gemma.task_name == "medqa_rewriter"
+    assert "SmolLM2" in smollm2.model.name_or_path and "{plan}" in smollm2.policy.template
+
+
+def test_the_planned_variant_shows_a_plan_in_every_worked_example_and_asks_for_one(make_cfg):
+    cfg = make_cfg("experiment=rewriter_gemma_planned", tiny=False)
+    row = {"question": "Which enzyme?", "options_text": "A. one\nB. two"}
+    plan_prompt = cfg.policy.plan_template.format(**row) + cfg.policy.plan_prefix
+    assert plan_prompt.endswith('Which enzyme?\nA. one\nB. two\nPlan: {"topic": "')
+    plan = '{"topic": "glycogen storage", "facts_needed": []}'
+    prompt = cfg.policy.template.format(**row, plan=plan)
+    assert prompt.endswith(f"Question: Which enzyme?\nPlan: {plan}\nTextbook terms:")
+    examples = prompt.split("\n\n")[:-1]
+    assert len(examples) == 3
+    for example in examples:
+        question, shown, terms = example.split("\n")
+        assert question.startswith("Question: ") and terms.startswith("Textbook terms: ")
+        assert json.loads(shown.removeprefix("Plan: "))["facts_needed"]  # a plan, as JSON
