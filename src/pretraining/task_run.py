@@ -20,6 +20,7 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
+from src.model.saved import LORA_ADAPTER, holds
 from src.utils.config import build
 from src.utils.errors import ConfigError, UserError
 from src.utils.resolvers import PROJECT_ROOT
@@ -77,7 +78,7 @@ def train_task(
             f"in its run folder under {cfg.paths.output_root}/runs/{task}/. Its command: "
             f"{printed}"
         )
-    if not (folder / "adapter_config.json").is_file():
+    if not holds(folder, LORA_ADAPTER):
         raise UserError(
             f"the {task} run saved no LoRA adapter in {folder}: its model needs model.lora set"
         )
