@@ -82,10 +82,18 @@ def check_given(folder: str, key: str, kind: str) -> None:
 
 def cache_key(cfg: DictConfig, name: str) -> str:
     """Hash of the settings that determine stage `name`'s model."""
+    text = json.dumps(shaping_settings(cfg, name), sort_keys=True, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:12]
+
+
+def shaping_settings(cfg: DictConfig, name: str) -> dict[str, Any]:
+    """The settings that determine stage `name`'s model: the seed and the stage's own, and
+    unless it says `shaped_by_run: false`, the run's model and data, the stages before it and
+    their folders, and for a later stage the sampler."""
     shaping: dict[str, Any] = {"seed": cfg.seed}
     if not cfg.stages[name].get("shaped_by_run", True):
         shaping[name] = OmegaConf.to_container(cfg.stages[name].train, resolve=True)
-        return hashlib.sha256(json.dumps(shaping, sort_keys=True).encode()).hexdigest()[:12]
+        return shaping
     model = OmegaConf.to_container(cfg.model, resolve=False)
     model.pop("checkpoint", None)
     shaping["model"] = model
@@ -100,8 +108,7 @@ def cache_key(cfg: DictConfig, name: str) -> str:
         shaping[f"{earlier}_folder"] = str(cfg[stage.checkpoint_key])
     if name != next(iter(cfg.stages)):  # later stages sample with the GRPO sampler
         shaping["rollout"] = OmegaConf.to_container(cfg.rollout, resolve=True)
-    text = json.dumps(shaping, sort_keys=True, default=str)
-    return hashlib.sha256(text.encode()).hexdigest()[:12]
+    return shaping
 
 
 def require_trained_stages(cfg: DictConfig) -> None:

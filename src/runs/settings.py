@@ -45,8 +45,8 @@ def check_settings(cfg: DictConfig) -> AlgoSettings:
 
 def check_required(cfg: DictConfig) -> None:
     """Raise `ConfigError` for a key the chosen configs leave for the command line (`???`, e.g.
-    `experiment=searcher_gemma_from_rewriter`'s `rewriter_adapter`): Hydra would otherwise
-    build the run without it, as if it were unset."""
+    `rewriter_adapter: ???` in a user's experiment file): Hydra would otherwise build the run
+    without it, as if it were unset."""
     missing = next(left_open(OmegaConf.to_container(cfg, resolve=False)), None)
     if missing is not None:
         raise ConfigError(

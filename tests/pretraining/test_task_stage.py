@@ -19,17 +19,15 @@ from src.utils.config import build
 from src.utils.errors import ConfigError, MissingFileError, UserError
 from tests.helpers.mlflow_runs import runs_in
 
-SEARCHER = [
-    "task=medqa_searcher",
-    "model=tiny",
+SMALL = [  # a run of either task small enough for the tiny model
     "hardware=[cpu,lora]",
     "data.batch_size=2",
     "data.val_size=4",
     "algo.group_size=2",
     "algo.max_completion_length=6",
     "trainer.max_steps=1",
-    "trainer.val_check_interval=1",
 ]
+SEARCHER = ["task=medqa_searcher", "model=tiny", *SMALL, "trainer.val_check_interval=1"]
 
 
 def rewriter_folder(make_cfg, *overrides: str) -> str:
@@ -106,15 +104,7 @@ def test_scoring_the_searcher_before_its_rewriter_is_trained_says_what_to_run(ma
 def test_the_rewriter_trains_once_in_its_own_run_and_the_searcher_starts_from_it(
     make_cfg, models_dir, tmp_path
 ):
-    small = [
-        f"paths.models_dir={models_dir}",
-        "hardware=[cpu,lora]",
-        "data.batch_size=2",
-        "data.val_size=4",
-        "algo.group_size=2",
-        "algo.max_completion_length=6",
-        "trainer.max_steps=1",
-    ]
+    small = [f"paths.models_dir={models_dir}", *SMALL]  # the rewriter's run
     cfg = make_cfg(*SEARCHER, f"save_model={tmp_path / 'searcher'}", tiny=False)
     cfg.stages.rewriter.train.overrides.extend(small)  # after the shipped ones: these win
     train(cfg)
