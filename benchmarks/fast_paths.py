@@ -115,13 +115,17 @@ def report(shape_name: str, beta: float, found: dict[str, list[dict[str, Any]]])
 
 
 def retime() -> list[str]:
-    """Every per-machine choice timed again: its kept verdict dropped, measured anew (kept
-    when clear); one line each, what was kept before and what holds now."""
+    """Every per-machine choice kept on this machine timed again (at the widths it was kept
+    for): its kept verdict dropped, measured anew (kept when clear); one line each, what was
+    kept before and what holds now."""
     from src.model.fast import onednn
     from src.utils import per_machine
 
     lines = []
-    for name, decide in onednn.VERDICTS.items():
+    for name in per_machine.kept_names():
+        decide = onednn.decider(name)
+        if decide is None:
+            continue
         before = per_machine.kept(name)
         per_machine.forget(name)
         onednn.forget_verdicts()  # this process's answers too

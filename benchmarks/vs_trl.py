@@ -60,6 +60,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -242,17 +243,19 @@ def run_speed(args: argparse.Namespace, work: Path) -> dict[str, Any]:
             "weights",
         )
     }
+    folders = {
+        name: ensure_model_folder(SHAPES[name], args.weights == "random") for name in args.configs
+    }
     settings.update(
         measured=time.strftime("%Y-%m-%d %H:%M"),
         versions=versions(),
         machine=machine(),
-        choices=machine_choices(),
+        choices=machine_choices(folders.values()) if args.device == "cpu" else [],
     )
     print("per-machine choices:\n" + "\n".join(f"  {c}" for c in settings["choices"]), flush=True)
     groups = []
-    for name in args.configs:
+    for name, folder in folders.items():
         shape = SHAPES[name]
-        folder = ensure_model_folder(shape, args.weights == "random")
         prompts = make_prompts(shape, folder)
         for beta in args.betas:
             print(f"({name}) beta {beta}:", flush=True)
@@ -445,14 +448,24 @@ def save(report: dict[str, Any], out: Path) -> None:
     print(f"wrote {out} and {out.with_name('vs_trl.md')}")
 
 
-def machine_choices() -> list[str]:
-    """This machine's per-machine choices, as our runs will take them (read where kept, timed
-    now where not), with their source and timings: the products through oneDNN or MKL."""
+def machine_choices(folders: Iterable[Path]) -> list[str]:
+    """This machine's per-machine choices for the models in `folders`, as our runs will take
+    them (read where kept, timed now where not, at each model's own widths), with their source
+    and timings: the log-prob passes' products through oneDNN or MKL (and where oneDNN, their
+    gradients'), and decoding's."""
+    import torch
+    from transformers import AutoConfig, AutoModelForCausalLM
+
     from src.model.fast import onednn
     from src.utils import per_machine
 
-    for decide in onednn.VERDICTS.values():
-        decide()
+    for folder in folders:
+        with torch.device("meta"):  # shapes only, no weights
+            network = AutoModelForCausalLM.from_config(AutoConfig.from_pretrained(folder))
+        widths = onednn.widths_of(network)
+        if onednn.usable(widths):  # as `onednn_linears` asks them
+            onednn.faster_here(widths, onednn.GRADIENTS)
+        onednn.usable(widths, onednn.DECODING)
     return per_machine.choice_lines()
 
 

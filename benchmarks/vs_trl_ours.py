@@ -221,6 +221,7 @@ def run_speed(spec: dict[str, Any]) -> RunResult:
         cfg, ["completions/mean_length", "reward", "frac_reward_zero_std", *phases]
     )
     from src.model.fast.probe import verdicts
+    from src.utils import per_machine
 
     probes = verdicts()
     return RunResult(
@@ -245,6 +246,7 @@ def run_speed(spec: dict[str, Any]) -> RunResult:
             "compiled": bool(cfg.model.get("compile", False)),
             "max_tokens_per_pass": cfg.algo.max_tokens_per_pass,
             "probe_seconds": sum(v.seconds for v in probes),
+            "machine_choices": per_machine.choice_lines(),
             # seconds from the call of `train` to each point before the first step ends
             "start_marks": {name: round(at - started, 2) for name, at in MARKS.items()},
             "fast_paths": {v.path: v.proven for v in probes},

@@ -117,6 +117,11 @@ def text_table(group: dict[str, Any]) -> str:
                 f"{details['probe_seconds']:.2f} s ({paths})"
             )
     for run in runs:
+        if choices := run.get("details", {}).get("machine_choices"):
+            lines.append(
+                f"per-machine choices, {label(run)} round {run['round']}: {'; '.join(choices)}"
+            )
+    for run in runs:
         marks = run.get("details", {}).get("start_marks")
         if marks:
             shown = ", ".join(f"{name} {seconds:.1f}" for name, seconds in marks.items())

@@ -215,6 +215,12 @@ def kept(name: str) -> dict[str, Any] | None:
     return None if entry is None else _as_entry(entry)
 
 
+def kept_names() -> list[str]:
+    """The names this machine has a kept value of, sorted."""
+    paths = sorted(folder().glob("*.json")) if folder().is_dir() else []
+    return [path.stem for path in paths if machine_key() in _read(path)]
+
+
 def forget(name: str) -> None:
     """Drop this machine's kept value of `name`, so that the next process measures it again
     (what `benchmarks/fast_paths.py --retime` does before timing anew)."""

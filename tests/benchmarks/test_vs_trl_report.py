@@ -72,3 +72,10 @@ def test_the_terminal_table_shows_the_gpu_peak():
     table = text_table(group("g", "cuda"))
     assert "GPU GiB" in table
     assert "ours/TRL tokens/s per round: [5.00, 4.00], median 4.50" in table
+
+
+def test_the_table_shows_the_per_machine_choices_each_of_our_runs_took():
+    shown = group("a", "cpu")
+    choice = "onednn_products.128x512: False (kept at 2026-11-30 05:00:00; mkl 1000 us)"
+    shown["runs"][2]["details"]["machine_choices"] = [choice]
+    assert f"per-machine choices, ours round 2: {choice}" in text_table(shown)

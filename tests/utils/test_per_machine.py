@@ -152,6 +152,14 @@ def test_forget_makes_the_next_process_measure_again(cache: Path) -> None:
     assert measured_once("speed", Counted(2)) == 2
 
 
+def test_the_kept_names_are_this_machines_only(cache: Path) -> None:
+    assert per_machine.kept_names() == []  # no folder yet
+    measured_once("speed.128x512", Counted(1))
+    measured_once("depth", Counted(2))
+    (cache / "elsewhere.json").write_text(json.dumps({"another machine": True}))
+    assert per_machine.kept_names() == ["depth", "speed.128x512"]
+
+
 def test_a_machine_is_busy_when_other_processes_hold_a_core() -> None:
     context = multiprocessing.get_context("fork")
     spinner = context.Process(target=_spin, daemon=True)

@@ -82,7 +82,8 @@ class GatedUp(torch.autograd.Function):
 class GatedDown(torch.autograd.Function):
     """F.linear(act(gate) * up, weight, bias), keeping `gate`, `up` and the weight: the
     product, which the weight's gradient reads, is made again in backward. With `fast` the
-    products go through oneDNN (`src.model.fast.onednn`), as the routed down projection's."""
+    product goes through oneDNN (`src.model.fast.onednn`), as the routed down projection's,
+    and with `fast_gradients` the gradients' products too, as its would."""
 
     @staticmethod
     def forward(
@@ -92,11 +93,12 @@ class GatedDown(torch.autograd.Function):
         weight: Tensor,
         bias: Tensor | None,
         fast: bool,
+        fast_gradients: bool,
         activation: str,
     ) -> Tensor:
         ctx.save_for_backward(gate, up, weight)
         ctx.has_bias = bias is not None
-        ctx.fast = fast  # the products through oneDNN, as the down projection's own would be
+        ctx.fast_gradients = fast_gradients  # as the routed down projection's own would be
         ctx.activation = activation
         hidden = ACTIVATIONS[activation][0](gate) * up
         return (onednn.product if fast else F.linear)(hidden, weight, bias)
@@ -109,16 +111,16 @@ class GatedDown(torch.autograd.Function):
         flat_grad = grad.reshape(-1, grad.size(-1))
         if ctx.needs_input_grad[2]:
             hidden = (activated * up).reshape(-1, up.size(-1))
-            if ctx.fast:
+            if ctx.fast_gradients:
                 grad_weight = onednn.weight_grad(flat_grad, hidden)
             else:
                 grad_weight = flat_grad.t().mm(hidden)
             del hidden
         if ctx.has_bias and ctx.needs_input_grad[3]:
             grad_bias = flat_grad.sum(0)
-        grad_hidden = onednn.input_grad(grad, weight) if ctx.fast else grad.matmul(weight)
+        grad_hidden = onednn.input_grad(grad, weight) if ctx.fast_gradients else grad.matmul(weight)
         grad_gate, grad_up = _gate_grads(ctx, grad_hidden, activated, gate, up)
-        return grad_gate, grad_up, grad_weight, grad_bias, None, None
+        return grad_gate, grad_up, grad_weight, grad_bias, None, None, None
 
 
 def _gate_grads(
@@ -205,8 +207,8 @@ def lean_mlp_forward(module: nn.Module, x: Tensor, activation: str = "silu") -> 
     gate, up = module.gate_proj(x), module.up_proj(x)
     down = module.down_proj
     if type(down) is nn.Linear:
-        fast = onednn.is_routed(down)
-        return GatedDown.apply(gate, up, down.weight, down.bias, fast, activation)
+        fast, gradients = onednn.is_routed(down), onednn.routes_gradients(down)
+        return GatedDown.apply(gate, up, down.weight, down.bias, fast, gradients, activation)
     return down(GatedUp.apply(gate, up, activation))
 
 

@@ -62,19 +62,36 @@ TANH_GELUS = frozenset({"gelu_pytorch_tanh"})
 GROUPED_FROM = 128
 
 
+@dataclass(frozen=True)
+class Kernels:
+    """How a stepped network's products run: `pack`, through copies packed for MKL where
+    that is worth it (`src.model.fast.packed`); `onednn`, through oneDNN instead, where it is
+    faster here for decoding at the network's widths (`onednn.usable` with `onednn.DECODING`;
+    it needs no packing)."""
+
+    pack: bool
+    onednn: bool
+
+    @classmethod
+    def of(cls, network: nn.Module, pack: bool) -> Kernels:
+        """The kernels for `network`: oneDNN only where `pack` and it is usable."""
+        return cls(pack, pack and onednn.usable(onednn.widths_of(network), onednn.DECODING))
+
+
 class Product:
     """x -> x @ weight.T + bias: called, for batches of exactly the steps' `rows` rows
-    (through a copy packed for MKL when that is worth it, `src.model.fast.packed`); `any`, for
-    any number of rows (the prompts)."""
+    (through a copy packed for MKL when that is worth it, or through oneDNN, as `kernels`
+    say); `any`, for any number of rows (the prompts)."""
 
-    def __init__(self, weight: Tensor, bias: Tensor | None, rows: int, pack: bool) -> None:
+    def __init__(self, weight: Tensor, bias: Tensor | None, rows: int, kernels: Kernels) -> None:
         self.weight = weight
         self.bias = None if bias is None else bias.detach()
-        worth = pack and can_pack(rows) and weight.numel() >= smallest_packed()
-        self._packed = packed_product(weight, self.bias, rows) if worth else None
+        smallest = smallest_packed(kernels.onednn)
+        worth = kernels.pack and can_pack(rows) and weight.numel() >= smallest
+        self._packed = packed_product(weight, self.bias, rows, kernels.onednn) if worth else None
         # the prompts' products through oneDNN where it is faster here (as the packed ones)
         cpu32 = weight.dtype == torch.float32 and weight.device.type == "cpu"
-        self._any = onednn.product if pack and cpu32 and onednn.usable() else F.linear
+        self._any = onednn.product if kernels.onednn and cpu32 else F.linear
 
     @property
     def packed(self) -> bool:
@@ -163,10 +180,11 @@ class LlamaSteps:
         if network.training or not cls.serves(base.get_input_embeddings().weight):
             return None
         name = type(base).__name__
+        kernels = Kernels.of(base, pack)
         if name in STEPPED_CLASSES:
-            parts = _llama_parts(base, rows, pack)
+            parts = _llama_parts(base, rows, kernels)
         elif name in GEMMA_CLASSES:
-            parts = _gemma_parts(base, rows, pack)
+            parts = _gemma_parts(base, rows, kernels)
         else:
             return None
         if parts is None:
@@ -508,7 +526,7 @@ def block_masks(real: Tensor, size: int, layers: list[_Layer]) -> tuple[Tensor, 
     return allowed, windowed
 
 
-def _llama_parts(base: nn.Module, rows: int, pack: bool) -> _Parts | None:
+def _llama_parts(base: nn.Module, rows: int, kernels: Kernels) -> _Parts | None:
     """The parts of a `STEPPED_CLASSES` network, or None where one is not a kind we step
     through: another rotary type, another activation, sliding windows, a custom embedding."""
     config = base.config
@@ -526,11 +544,11 @@ def _llama_parts(base: nn.Module, rows: int, pack: bool) -> _Parts | None:
         return None
     layers = []
     for layer in inner.layers:
-        built = _layer(layer, rows, pack)
+        built = _layer(layer, rows, kernels)
         if built is None:
             return None
         layers.append(built)
-    lm_head = _fused([base.lm_head], rows, pack)
+    lm_head = _fused([base.lm_head], rows, kernels)
     if lm_head is None:
         return None
     rotary = inner.rotary_emb
@@ -538,7 +556,7 @@ def _llama_parts(base: nn.Module, rows: int, pack: bool) -> _Parts | None:
     return _Parts(layers, lm_head, inner.norm.weight.detach(), [table], F.silu)
 
 
-def _layer(layer: nn.Module, rows: int, pack: bool) -> _Layer | None:
+def _layer(layer: nn.Module, rows: int, kernels: Kernels) -> _Layer | None:
     """A Llama decoder layer's fused products and norm weights, or None when a part is not
     one we step through."""
     if not all(
@@ -553,26 +571,26 @@ def _layer(layer: nn.Module, rows: int, pack: bool) -> _Layer | None:
     root = layer.input_layernorm.weight.numel() ** 0.5
     norm_in = layer.input_layernorm.weight.detach().float() * root
     norm_post = layer.post_attention_layernorm.weight.detach().float() * root
-    return _products(layer, rows, pack, norm_in, norm_post)
+    return _products(layer, rows, kernels, norm_in, norm_post)
 
 
 def _products(
-    layer: nn.Module, rows: int, pack: bool, norm_in: Tensor, norm_mlp: Tensor
+    layer: nn.Module, rows: int, kernels: Kernels, norm_in: Tensor, norm_mlp: Tensor
 ) -> _Layer | None:
     """A decoder layer's four fused products, the norm weights `norm_in` (before attention)
     and `norm_mlp` (before the MLP) folded into the columns of those that read them, or
     None when a linear layer is not one `merged_weight` reads."""
     attention, mlp = layer.self_attn, layer.mlp
-    qkv = _fused([attention.q_proj, attention.k_proj, attention.v_proj], rows, pack, norm_in)
-    gate_up = _fused([mlp.gate_proj, mlp.up_proj], rows, pack, norm_mlp)
-    out = _fused([attention.o_proj], rows, pack)
-    down = _fused([mlp.down_proj], rows, pack)
+    qkv = _fused([attention.q_proj, attention.k_proj, attention.v_proj], rows, kernels, norm_in)
+    gate_up = _fused([mlp.gate_proj, mlp.up_proj], rows, kernels, norm_mlp)
+    out = _fused([attention.o_proj], rows, kernels)
+    down = _fused([mlp.down_proj], rows, kernels)
     if qkv is None or gate_up is None or out is None or down is None:
         return None
     return _Layer(qkv=qkv, out=out, gate_up=gate_up, down=down)
 
 
-def _gemma_parts(base: nn.Module, rows: int, pack: bool) -> _Parts | None:
+def _gemma_parts(base: nn.Module, rows: int, kernels: Kernels) -> _Parts | None:
     """The parts of a `GEMMA_CLASSES` network: every norm's effective weight is 1 + w, the
     query and key heads are normalised before rotation, the attention's and the MLP's
     outputs are normalised before their residual sums, sliding-window layers beside global
@@ -606,11 +624,11 @@ def _gemma_parts(base: nn.Module, rows: int, pack: bool) -> _Parts | None:
     for index, layer in enumerate(inner.layers):
         kind = config.layer_types[index]
         window = config.sliding_window if kind == "sliding_attention" else None
-        built = _gemma_layer(layer, rows, pack, kinds.index(kind), window)
+        built = _gemma_layer(layer, rows, kernels, kinds.index(kind), window)
         if built is None:
             return None
         layers.append(built)
-    lm_head = _fused([base.lm_head], rows, pack)
+    lm_head = _fused([base.lm_head], rows, kernels)
     if lm_head is None:
         return None
     embedding = inner.embed_tokens
@@ -619,7 +637,7 @@ def _gemma_parts(base: nn.Module, rows: int, pack: bool) -> _Parts | None:
 
 
 def _gemma_layer(
-    layer: nn.Module, rows: int, pack: bool, rotary: int, window: int | None
+    layer: nn.Module, rows: int, kernels: Kernels, rotary: int, window: int | None
 ) -> _Layer | None:
     """A Gemma 3 decoder layer's fused products and norm weights, or None when a part is
     not one we step through."""
@@ -636,7 +654,7 @@ def _gemma_layer(
         return None
     root = layer.input_layernorm.weight.numel() ** 0.5
     norm_in, norm_pre = (_gemma_weight(norm) * root for norm in norms[:2])
-    products = _products(layer, rows, pack, norm_in, norm_pre)
+    products = _products(layer, rows, kernels, norm_in, norm_pre)
     if products is None:
         return None
     heads = attention.q_proj.out_features // attention.head_dim
@@ -668,7 +686,7 @@ def tanh_gelu(x: Tensor) -> Tensor:
 
 
 def _fused(
-    modules: list[nn.Module], rows: int, pack: bool, input_scale: Tensor | None = None
+    modules: list[nn.Module], rows: int, kernels: Kernels, input_scale: Tensor | None = None
 ) -> Product | None:
     """One product for several linear layers of the same input, their outputs side by side,
     or None when one of them is not a layer `merged_weight` reads. With `input_scale`
@@ -693,7 +711,7 @@ def _fused(
                 for w, b in zip(weights, biases, strict=True)
             ]
         )
-    return Product(weight, bias, rows, pack)
+    return Product(weight, bias, rows, kernels)
 
 
 def rotate(x: Tensor, cos: Tensor, signed_sin: Tensor) -> Tensor:

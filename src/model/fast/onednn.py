@@ -6,16 +6,19 @@ computes the same product through oneDNN in about half the time, at every size a
 multiplies: a few rows while decoding, thousands in the log-prob forwards
 (`docs/performance.md`). The op is private and has no backward of its own, so:
 
-- it is used only where `faster_here()` finds it clearly faster than `F.linear` on this
-  machine (timed on the step's forward products, and kept once per machine only when the
-  timings are clear and the machine was not busy, `src.utils.per_machine`, so every process
-  there rounds alike), so a CPU where MKL is quick keeps MKL; the gradients' products go
-  through oneDNN only where `gradients_faster_here()` says so too;
+- it is used only where `faster_here` finds it clearly faster than torch's product on this
+  machine at the network's own widths (`widths_of`: a transformer's hidden -> MLP width),
+  with a verdict for each kind of product a step makes: the log-prob passes' forward
+  products (`PATH`), decoding's products of a few rows (`DECODING`) and the passes' gradients'
+  products (`GRADIENTS`). Each is timed on those rows at those widths and kept once per
+  machine and widths only when its timings are clear and the machine was not busy
+  (`src.utils.per_machine`), so every process there rounds alike; so a CPU or a model size
+  where MKL is quick keeps MKL;
 - decoding reads it through `src.model.fast.packed` (`packed_product`), under the probes of
-  the packed paths there;
+  the packed paths there, where `usable(widths, DECODING)`;
 - the log-prob forwards read it through `onednn_linears`, which routes every float32 CPU
   `nn.Linear` of the network through `linear` (this module's autograd function: the input's
-  and the weight's gradients are oneDNN products too) once `check_onednn_products` has found
+  and the weight's gradients are oneDNN products too where `GRADIENTS` says so) once `check_onednn_products` has found
   its outputs and gradients equal to the layers' own for every distinct weight shape.
 """
 
@@ -23,9 +26,11 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import math
 import statistics
 import time
-from collections.abc import Iterator
+from collections import Counter
+from collections.abc import Callable, Iterator
 from functools import partial
 from typing import Any
 
@@ -38,12 +43,15 @@ from src.utils.per_machine import Verdict, machine_busy, measured_once
 
 log = logging.getLogger(__name__)
 
-PATH = "onednn_products"
+PATH = "onednn_products"  # the fast path ($GRPO_FAST_PATHS_OFF); the log-prob forwards' verdict
+DECODING = "onednn_decoding"  # the verdict of decoding's products (a few rows each)
+GRADIENTS = "onednn_gradients"  # the verdict of the log-prob passes' gradients' products
 FASTER_BY = 0.9  # oneDNN is used where it takes at most this share of F.linear's time
 
-_faster: list[bool] = []  # the machine's timing verdict, once this process has read it
-_gradients_faster: list[bool] = []  # the same for the gradients' products
-GRADIENTS = "onednn_gradients"  # the per-machine name of the gradients' verdict
+# a network's own widths: the in and out features of its weightiest recurring linear shape
+Widths = tuple[int, int]
+
+_answers: dict[str, bool] = {}  # this process's verdicts, by per-machine name, once read
 
 
 def available() -> bool:
@@ -51,10 +59,31 @@ def available() -> bool:
     return torch.backends.mkldnn.is_available() and hasattr(torch.ops.mkldnn, "_linear_pointwise")
 
 
-def usable() -> bool:
-    """Whether the products may go through oneDNN in this process: available, not turned off
-    by $GRPO_FAST_PATHS_OFF, and faster than MKL here."""
-    return available() and not turned_off(PATH) and faster_here()
+def widths_of(network: nn.Module) -> Widths | None:
+    """The widths a verdict is timed at for `network`: (in, out) features of the `nn.Linear`
+    weight shape that holds the most weights among the shapes that recur (a model's layers
+    repeat; its vocabulary head occurs once), i.e. a transformer's hidden -> MLP width; of all
+    shapes where none recurs; None without linear layers. Reads shapes only (any device)."""
+    weights: Counter[Widths] = Counter()
+    layers: Counter[Widths] = Counter()
+    for module in network.modules():
+        if type(module) is nn.Linear:
+            shape = (module.in_features, module.out_features)
+            weights[shape] += module.in_features * module.out_features
+            layers[shape] += 1
+    recurring = {shape: total for shape, total in weights.items() if layers[shape] > 1}
+    candidates = recurring or dict(weights)
+    return max(candidates, key=lambda shape: (candidates[shape], shape), default=None)
+
+
+def usable(widths: Widths | None, verdict: str = PATH) -> bool:
+    """Whether a network of these widths (`widths_of`) may take oneDNN's products in this
+    process, where `verdict` (`PATH` for the log-prob forwards, `DECODING` for decoding's)
+    decides: available, not turned off by $GRPO_FAST_PATHS_OFF=onednn_products, and faster
+    than MKL here at those widths and rows (`faster_here`)."""
+    return (
+        widths is not None and available() and not turned_off(PATH) and faster_here(widths, verdict)
+    )
 
 
 def product(x: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
@@ -62,101 +91,153 @@ def product(x: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
     return torch.ops.mkldnn._linear_pointwise(x, weight, bias, "none", [], "")
 
 
-def faster_here() -> bool:
-    """Whether oneDNN's products beat `F.linear`'s on this machine by `FASTER_BY`, timed on
-    the shapes a step multiplies (`SHAPES`), taking turns over `ROUNDS` rounds; any failure
-    of the op counts as not faster. A clear verdict is kept for the machine (`measured_once`:
-    a verdict timed in each process could differ between two runs of one seed, or a run and
-    its continuation, whose sums would then round differently); one timed while the machine
-    was busy, or whose rounds fall on both sides of `FASTER_BY`, holds for this process only
-    and the next one times again."""
-    if not _faster:
-        _faster.append(bool(measured_once(PATH, _time_both)))
-    return _faster[0]
+def verdict_name(verdict: str, widths: Widths) -> str:
+    """The per-machine name of `verdict` at `widths`: `onednn_products.576x1536`."""
+    return f"{verdict}.{widths[0]}x{widths[1]}"
 
 
-def gradients_faster_here() -> bool:
-    """Whether oneDNN also beats torch's products for a linear layer's gradients (grad @ W and
-    grad^T @ x over training rows), decided as `faster_here` is, on those products alone: on
-    some CPUs oneDNN's forward wins and its backward does not. Where it does not, the routed
-    layers' gradients are torch's own products."""
-    if not _gradients_faster:
-        timing = partial(_time_both, gradients=True)
-        _gradients_faster.append(bool(measured_once(GRADIENTS, timing)))
-    return _gradients_faster[0]
+def faster_here(widths: Widths, verdict: str = PATH) -> bool:
+    """Whether oneDNN's products beat torch's on this machine by `FASTER_BY` at `widths`, for
+    `verdict`: `PATH`, the forward products of the log-prob passes' rows; `DECODING`, those of
+    decoding's few rows, where a product's fixed cost weighs most; `GRADIENTS`, a linear
+    layer's two gradients' products (grad @ W and grad^T @ x) over the passes' rows, which on
+    some CPUs lose where the forward wins. Timed on the products a step multiplies there
+    (`shapes_at`), taking turns over `ROUNDS` rounds; any failure of the op counts as not
+    faster. A clear verdict is kept for the machine and widths (`measured_once`: a verdict
+    timed in each process could differ between two runs of one seed, or a run and its
+    continuation, whose sums would then round differently); one timed while the machine was
+    busy, or whose rounds fall on both sides of `FASTER_BY`, holds for this process only and
+    the next one times again."""
+    name = verdict_name(verdict, widths)
+    if name not in _answers:
+        _answers[name] = bool(measured_once(name, partial(_time_both, widths, verdict)))
+    return _answers[name]
+
+
+def decider(name: str) -> Callable[[], bool] | None:
+    """What decides the verdict a per-machine `name` holds (one `verdict_name` made), or None
+    for any other name (`benchmarks/fast_paths.py --retime`)."""
+    verdict, _, shape = name.partition(".")
+    hidden, _, out = shape.partition("x")
+    if verdict not in ROWS or not (hidden.isdigit() and out.isdigit()):
+        return None
+    return partial(faster_here, (int(hidden), int(out)), verdict)
 
 
 def forget_verdicts() -> None:
     """This process's answers dropped, so that the next question reads or times them again
     (`benchmarks/fast_paths.py --retime`, after `per_machine.forget`)."""
-    _faster.clear()
-    _gradients_faster.clear()
+    _answers.clear()
 
 
-# the per-machine choices this module makes, by name
-VERDICTS = {PATH: faster_here, GRADIENTS: gradients_faster_here}
-
-
-# rows x in -> out: decoding rows (a batch's B * G) and a chunk of training rows, at SmolLM2's
-# widths (576 -> 1536) and Gemma 3 270M's (640 -> 2048)
-SHAPES = ((32, 576, 1536), (1024, 576, 1536), (32, 640, 2048), (1024, 640, 2048))
-TRAINING_ROWS = 1024  # the gradients' verdict times these shapes' grad @ W and grad^T @ x
-ROUNDS = 9  # alternating rounds; the verdict is clear when their middle 60% agree
+DECODING_ROWS = 32  # a batch's B * G rows, one new token each
+TRAINING_ROWS = 1024  # a chunk of the log-prob passes' rows
+ROWS = {PATH: TRAINING_ROWS, DECODING: DECODING_ROWS, GRADIENTS: TRAINING_ROWS}  # per verdict
+WORK = 4e9  # floating-point operations a round multiplies at least (small products repeat)
+ROUNDS = 9  # alternating rounds timed first
+MOST_ROUNDS = 27  # timed in all where the first rounds leave the verdict in doubt
+CLOSE = 0.1  # median's bounds this close about FASTER_BY: either choice costs little, kept
 clock = time.perf_counter  # what the timings read
 
 
-def _time_both(rounds: int = ROUNDS, gradients: bool = False) -> Verdict:
-    """Both products' time over `SHAPES`, per round, taking turns; the verdict, clear when the
-    machine is not busy and the 20th and 80th percentiles of the rounds' oneDNN / MKL ratios
-    lie on one side of `FASTER_BY`."""
+def shapes_at(widths: Widths, verdict: str = PATH) -> list[tuple[int, int, int]]:
+    """rows x in -> out of the products `verdict` times at `widths`: in -> out and back, as an
+    MLP's up and down projections, at the verdict's `ROWS`."""
+    hidden, out = widths
+    rows = ROWS[verdict]
+    return [(rows, hidden, out), (rows, out, hidden)]
+
+
+def _time_both(widths: Widths, verdict: str = PATH) -> Verdict:
+    """Both kernels' time over `shapes_at(widths, verdict)` (the gradients' products for
+    `GRADIENTS`), repeated to `WORK`, per round, taking turns over `ROUNDS` rounds, and up to
+    `MOST_ROUNDS` where the median's bounds (`median_bounds`) of the rounds' oneDNN / MKL
+    ratios still straddle `FASTER_BY`; the verdict, from the median ratio. It is clear when
+    the machine was not busy and those bounds lie on one side of `FASTER_BY`, or within
+    `CLOSE` of each other: there the two kernels differ by about `FASTER_BY` and either
+    choice costs little, so an answer every process shares is worth more."""
     if not available():
         return Verdict(False, True)
     busy = machine_busy()
     generator = torch.Generator().manual_seed(1234)
+    gradients = verdict == GRADIENTS
+    shapes = shapes_at(widths, verdict)
     operands = [
         (
             torch.randn(rows, width, generator=generator),
             torch.randn(out, width, generator=generator),
             torch.randn(rows, out, generator=generator) if gradients else None,
         )
-        for rows, width, out in SHAPES
-        if rows >= TRAINING_ROWS or not gradients
+        for rows, width, out in shapes
     ]
+    flops = sum(2 * rows * width * out for rows, width, out in shapes) * (2 if gradients else 1)
+    repeats = max(1, math.ceil(WORK / flops))
     kernels = {"mkl": _mkl_products, "onednn": _onednn_products}
     times: dict[str, list[float]] = {"mkl": [], "onednn": []}
-    try:
-        for turn in range(rounds + 1):
-            order = list(kernels) if turn % 2 else list(reversed(kernels))
-            for name in order:
+
+    def timed_rounds(count: int) -> list[float]:
+        """`count` more rounds; every round's oneDNN / MKL ratio so far."""
+        for _ in range(count):
+            turn = len(times["mkl"])
+            for name in list(kernels) if turn % 2 else list(reversed(kernels)):
                 start = clock()
-                for x, weight, grad in operands:
-                    kernels[name](x, weight, grad)
-                elapsed = clock() - start
-                if turn:  # the first round warms both up
-                    times[name].append(elapsed)
+                for _ in range(repeats):
+                    for x, weight, grad in operands:
+                        kernels[name](x, weight, grad)
+                times[name].append((clock() - start) / repeats)
+        return [o / m for o, m in zip(times["onednn"][1:], times["mkl"][1:], strict=True)]
+
+    def undecided(ratios: list[float]) -> bool:
+        low, high = median_bounds(ratios)
+        return low <= FASTER_BY <= high and high - low > CLOSE
+
+    try:
+        ratios = timed_rounds(1 + ROUNDS)  # the first round warms both up
+        if not busy and undecided(ratios):
+            ratios = timed_rounds(MOST_ROUNDS - ROUNDS)
     except Exception as exc:  # a build whose op is broken: the products stay on MKL
         log.info("oneDNN products left out: %s: %s", type(exc).__name__, exc)
         return Verdict(False, True)
-    ratios = sorted(o / m for o, m in zip(times["onednn"], times["mkl"], strict=True))
-    low, high = ratios[len(ratios) // 5], ratios[-1 - len(ratios) // 5]
-    mkl, onednn = (statistics.median(times[name]) for name in ("mkl", "onednn"))
+    mkl, onednn = (statistics.median(times[name][1:]) for name in ("mkl", "onednn"))
     faster = statistics.median(ratios) <= FASTER_BY
+    low, high = median_bounds(ratios)
     doubt = (
         f"the machine was busy ({busy})"
         if busy
-        else f"the rounds' oneDNN / MKL ratios {low:.2f}-{high:.2f} straddle {FASTER_BY}"
-        if low <= FASTER_BY <= high
+        else f"the median oneDNN / MKL ratio of {len(ratios)} rounds lies within "
+        f"{low:.2f}-{high:.2f}, about {FASTER_BY}"
+        if undecided(ratios)
         else ""
     )
     log.info(
-        "oneDNN %s %.0f us, MKL %.0f us: they %s%s",
-        "gradient products" if gradients else "products",
+        "%s at %dx%d: oneDNN %.0f us, MKL %.0f us: they %s%s",
+        verdict,
+        *widths,
         1e6 * onednn,
         1e6 * mkl,
         "go through oneDNN where proven" if faster else "stay on MKL",
         f" (for this process only: {doubt})" if doubt else "",
     )
     return Verdict(faster, not doubt, {"mkl": mkl, "onednn": onednn}, doubt)
+
+
+def median_bounds(values: list[float], level: float = 0.9) -> tuple[float, float]:
+    """Bounds within which the median of the distribution `values` were drawn from lies with
+    probability at least `level`: the k-th smallest and the k-th largest of them, for the
+    largest k whose two tails (each a binomial(n, 1/2) count of at most k - 1 values below the
+    median) together stay within 1 - `level`. 9 values: the 2nd and the 8th; 27: the 9th and
+    the 19th."""
+    ordered = sorted(values)
+    n = len(ordered)
+    below = 0  # how many values lie outside the bounds on each side
+    while below + 1 < n - below - 1 and 2 * _binomial_tail(below + 1, n) <= 1 - level:
+        below += 1
+    return ordered[below], ordered[n - 1 - below]
+
+
+def _binomial_tail(k: int, n: int) -> float:
+    """P(X <= k) for X ~ binomial(n, 1/2)."""
+    return sum(math.comb(n, i) for i in range(k + 1)) / 2**n
 
 
 def _mkl_products(x: Tensor, weight: Tensor, grad: Tensor | None) -> None:
@@ -179,20 +260,24 @@ def _onednn_products(x: Tensor, weight: Tensor, grad: Tensor | None) -> None:
 
 
 class OnednnLinear(torch.autograd.Function):
-    """F.linear(x, weight, bias) with the product and both gradients' products through
-    oneDNN: grad_x = g @ W, grad_W = g^T @ x, grad_b = sum of g over rows."""
+    """F.linear(x, weight, bias) with the product through oneDNN, and where `gradients` both
+    gradients' products too (else torch's own): grad_x = g @ W, grad_W = g^T @ x, grad_b =
+    sum of g over rows."""
 
     @staticmethod
-    def forward(ctx: Any, x: Tensor, weight: Tensor, bias: Tensor | None) -> Tensor:
+    def forward(
+        ctx: Any, x: Tensor, weight: Tensor, bias: Tensor | None, gradients: bool
+    ) -> Tensor:
         ctx.save_for_backward(x, weight)
         ctx.has_bias = bias is not None
+        ctx.gradients = gradients
         return product(x, weight, bias)
 
     @staticmethod
     def backward(ctx: Any, grad: Tensor) -> tuple[Tensor | None, ...]:
         x, weight = ctx.saved_tensors
         grad_x = grad_weight = grad_bias = None
-        through_onednn = gradients_faster_here()  # else torch's own products (MKL)
+        through_onednn = ctx.gradients  # else torch's own products (MKL)
         if ctx.needs_input_grad[0]:
             grad_x = input_grad(grad, weight) if through_onednn else grad @ weight
         flat = grad.reshape(-1, grad.size(-1))
@@ -201,7 +286,7 @@ class OnednnLinear(torch.autograd.Function):
             grad_weight = weight_grad(flat, rows) if through_onednn else flat.t() @ rows
         if ctx.has_bias and ctx.needs_input_grad[2]:
             grad_bias = flat.sum(0)
-        return grad_x, grad_weight, grad_bias
+        return grad_x, grad_weight, grad_bias, None
 
 
 def input_grad(grad: Tensor, weight: Tensor) -> Tensor:
@@ -221,12 +306,18 @@ def is_routed(module: nn.Module) -> bool:
     return isinstance(forward, partial) and forward.func is _forward
 
 
-def linear(x: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
-    """F.linear through oneDNN, with gradients where autograd needs them."""
+def routes_gradients(module: nn.Module) -> bool:
+    """Whether `module` is routed and its gradients' products go through oneDNN too."""
+    return is_routed(module) and bool(module.__dict__["forward"].keywords["gradients"])
+
+
+def linear(x: Tensor, weight: Tensor, bias: Tensor | None = None, gradients: bool = True) -> Tensor:
+    """F.linear through oneDNN, with gradients where autograd needs them (their products
+    through oneDNN where `gradients`, else torch's own)."""
     if torch.is_grad_enabled() and (
         x.requires_grad or weight.requires_grad or (bias is not None and bias.requires_grad)
     ):
-        return OnednnLinear.apply(x, weight, bias)
+        return OnednnLinear.apply(x, weight, bias, gradients)
     return product(x, weight, bias)
 
 
@@ -244,9 +335,11 @@ def _routable(module: nn.Module) -> bool:
 @contextlib.contextmanager
 def onednn_linears(network: nn.Module, enabled: bool = True) -> Iterator[int]:
     """Within the block, every float32 CPU `nn.Linear` of `network` (LoRA's base layers
-    included) multiplies through oneDNN, where that is `usable()` and proven on this network;
-    otherwise nothing changes. Yields how many layers were routed."""
-    if not (enabled and usable()):
+    included) multiplies through oneDNN, where that is `usable` at the network's widths and
+    proven on this network, its gradients' products too where `faster_here` says so for
+    `GRADIENTS` at those widths; otherwise nothing changes. Yields how many layers were routed."""
+    widths = widths_of(network)
+    if not (enabled and usable(widths)):
         yield 0
         return
     targets = [module for module in network.modules() if _routable(module)]
@@ -256,24 +349,25 @@ def onednn_linears(network: nn.Module, enabled: bool = True) -> Iterator[int]:
     if not targets or not proven(path, network, partial(check_onednn_products, network)):
         yield 0
         return
-    with routed(targets) as count:
+    with routed(targets, faster_here(widths, GRADIENTS)) as count:
         yield count
 
 
 @contextlib.contextmanager
-def routed(targets: list[nn.Module]) -> Iterator[int]:
-    """The routing itself, unprobed (the probe and tests use it)."""
+def routed(targets: list[nn.Module], gradients: bool = True) -> Iterator[int]:
+    """The routing itself, unprobed (the probe and tests use it); the gradients' products
+    through oneDNN too where `gradients`."""
     try:
         for module in targets:
-            module.forward = partial(_forward, module)
+            module.forward = partial(_forward, module, gradients=gradients)
         yield len(targets)
     finally:
         for module in targets:
             module.__dict__.pop("forward", None)
 
 
-def _forward(module: nn.Linear, x: Tensor) -> Tensor:
-    return linear(x, module.weight, module.bias)
+def _forward(module: nn.Linear, x: Tensor, gradients: bool) -> Tensor:
+    return linear(x, module.weight, module.bias, gradients)
 
 
 def check_onednn_products(network: nn.Module) -> float:

@@ -1,7 +1,7 @@
 """Fast path `packed_weights`: prepacked weights for decoding on the CPU. Each float32 linear
 layer's weight is packed once for MKL's matrix product (or, where `src.model.fast.onednn`
-finds oneDNN's product faster on this machine, multiplied through oneDNN, which needs no
-packing), and a LoRA layer's adapter is merged into that copy.
+finds oneDNN's product faster on this machine at the network's widths, multiplied through
+oneDNN, which needs no packing), and a LoRA layer's adapter is merged into that copy.
 
 A decoding step multiplies a few rows by every weight of the network. `nn.Linear` repacks its
 weight for each such product, which on two cores costs as much as the product itself; and a
@@ -54,8 +54,9 @@ def packed_linears(network: nn.Module, rows: int, min_elements: int | None = Non
     if network.training or not can_pack(rows):
         yield 0
         return
+    through_onednn = onednn.usable(onednn.widths_of(network), onednn.DECODING)
     if min_elements is None:
-        min_elements = smallest_packed()
+        min_elements = smallest_packed(through_onednn)
     restore: list[Callable[[], None]] = []
     try:
         skip: set[int] = set()
@@ -66,7 +67,8 @@ def packed_linears(network: nn.Module, rows: int, min_elements: int | None = Non
             if weight is None:
                 continue
             skip.update(id(inner) for inner in module.modules())
-            restore.append(_route(module, weight, bias, rows))
+            product = packed_product(weight, bias, rows, through_onednn)
+            restore.append(_route(module, product, rows))
         yield len(restore)
     finally:
         for undo in reversed(restore):
@@ -136,26 +138,27 @@ def _packable(weight: Tensor, min_elements: int) -> Tensor | None:
     return weight.detach() if weight.numel() >= min_elements else None
 
 
-def smallest_packed() -> int:
+def smallest_packed(through_onednn: bool) -> int:
     """The fewest weights a layer needs to be worth packing: any through oneDNN, which packs
     nothing; `MIN_PACKED_ELEMENTS` for MKL."""
-    return 0 if onednn.usable() else MIN_PACKED_ELEMENTS
+    return 0 if through_onednn else MIN_PACKED_ELEMENTS
 
 
-def packed_product(weight: Tensor, bias: Tensor | None, rows: int) -> Callable[[Tensor], Tensor]:
-    """x -> x @ weight.T + bias for batches of exactly `rows` rows: through oneDNN where that
-    is `onednn.usable()`, else through a copy of `weight` packed once for MKL (`can_pack(rows)`
-    must hold)."""
+def packed_product(
+    weight: Tensor, bias: Tensor | None, rows: int, through_onednn: bool
+) -> Callable[[Tensor], Tensor]:
+    """x -> x @ weight.T + bias for batches of exactly `rows` rows: through oneDNN where
+    `through_onednn` (`onednn.usable` for decoding at the network's widths), else through a copy of
+    `weight` packed once for MKL (`can_pack(rows)` must hold)."""
     bias = None if bias is None else bias.detach()
-    if onednn.usable():
+    if through_onednn:
         return partial(onednn.product, weight=weight, bias=bias)
     packed = torch.ops.mkl._mkl_reorder_linear_weight(weight, rows)
     return lambda x: torch.ops.mkl._mkl_linear(x, packed, weight, bias, rows)
 
 
-def _route(module: nn.Module, weight: Tensor, bias: Tensor | None, rows: int) -> Callable[[], None]:
-    """Send `module`'s batches of `rows` rows through the packed product; returns the undo."""
-    product = packed_product(weight, bias, rows)
+def _route(module: nn.Module, product: Callable[[Tensor], Tensor], rows: int) -> Callable[[], None]:
+    """Send `module`'s batches of `rows` rows through `product`; returns the undo."""
     original = module.forward
     own = module.__dict__.get("forward")  # e.g. an accelerate hook's wrapper
 

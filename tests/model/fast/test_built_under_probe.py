@@ -60,7 +60,7 @@ def test_a_missing_mkl_op_leaves_the_unpacked_steps(caplog, monkeypatch):
     monkeypatch.setattr("src.model.fast.llama_steps.can_pack", lambda rows: True)
     monkeypatch.setattr("src.model.fast.decoding.can_pack", lambda rows: True)
     monkeypatch.setattr("src.model.fast.llama_steps.packed_product", missing)
-    monkeypatch.setattr("src.model.fast.llama_steps.smallest_packed", lambda: 0)
+    monkeypatch.setattr("src.model.fast.llama_steps.smallest_packed", lambda through_onednn: 0)
     network = small_llama()
     tokens, kind = through_the_chosen_steps(network, caplog)
     assert kind is LlamaSteps  # the unpacked fused steps, proven on their own

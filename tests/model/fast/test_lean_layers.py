@@ -30,7 +30,7 @@ def test_functions_pass_gradcheck(weight_grad, activation):
     assert torch.autograd.gradcheck(lambda g, u: GatedUp.apply(g, u, activation), (gate, up))
     for b in (bias, None):
         assert torch.autograd.gradcheck(
-            lambda g, u, w, b: GatedDown.apply(g, u, w, b, False, activation),
+            lambda g, u, w, b: GatedDown.apply(g, u, w, b, False, False, activation),
             (gate, up, weight, b),
         )
     x, norm = double(2, 3, 5), double(5, grad=weight_grad)

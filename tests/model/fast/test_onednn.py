@@ -16,17 +16,37 @@ from tests.helpers.models import lora_lm, random_rollout
 pytestmark = pytest.mark.skipif(not onednn.available(), reason="torch built without oneDNN")
 
 
+WIDTHS = (24, 96)  # a network's widths, for the verdicts' tests
+
+
+def answers(monkeypatch, products: bool, gradients: bool) -> None:
+    """The verdicts taken as given at every width (decoding's as the products'), whatever
+    this machine's timings say."""
+    given = {onednn.PATH: products, onednn.DECODING: products, onednn.GRADIENTS: gradients}
+    monkeypatch.setattr(onednn, "faster_here", lambda widths, verdict=onednn.PATH: given[verdict])
+
+
 @pytest.fixture
 def faster(monkeypatch):
-    """oneDNN taken as faster here, its gradients' products too, whatever this machine's
-    timings say."""
-    monkeypatch.setattr(onednn, "_faster", [True])
-    monkeypatch.setattr(onednn, "_gradients_faster", [True])
+    """oneDNN taken as faster here, its gradients' products too."""
+    answers(monkeypatch, True, True)
 
 
 @pytest.fixture
 def slower(monkeypatch):
-    monkeypatch.setattr(onednn, "_faster", [False])
+    answers(monkeypatch, False, False)
+
+
+@pytest.fixture
+def fresh(tmp_path, monkeypatch):
+    """An empty per-machine cache, and no verdict read yet in this process."""
+    monkeypatch.setenv(per_machine.FOLDER_VARIABLE, str(tmp_path))
+    monkeypatch.setattr(onednn, "_answers", {})
+    return tmp_path
+
+
+def kept_file(folder, path=onednn.PATH, widths=WIDTHS):
+    return folder / f"{onednn.verdict_name(path, widths)}.json"
 
 
 def weighted_sum(out):
@@ -88,7 +108,8 @@ def test_the_layers_are_routed_in_the_block_and_restored_after(tiny_lm, faster):
 def test_where_it_is_not_faster_nothing_changes(tiny_lm, slower):
     with onednn.onednn_linears(tiny_lm.network) as routed:
         assert routed == 0
-    assert packed.smallest_packed() == packed.MIN_PACKED_ELEMENTS
+    through = onednn.usable(onednn.widths_of(tiny_lm.network), onednn.DECODING)
+    assert packed.smallest_packed(through) == packed.MIN_PACKED_ELEMENTS
     assert not any(v.path.startswith("onednn_products") for v in verdicts())  # not even probed
 
 
@@ -117,27 +138,84 @@ def test_a_broken_op_counts_as_not_faster(monkeypatch):
         raise RuntimeError("no such kernel")
 
     monkeypatch.setattr(onednn, "product", broken)
-    assert onednn._time_both().value is False
+    assert onednn._time_both(WIDTHS).value is False
 
 
 @pytest.mark.parametrize("kept", [True, False])
-def test_the_verdict_a_process_kept_is_read_not_timed_again(kept, tmp_path, monkeypatch):
+def test_the_verdict_a_process_kept_is_read_not_timed_again(kept, fresh, monkeypatch):
     """Every process of a machine takes the same products: a verdict timed in each could
     differ between a run and its continuation, whose sums would then round differently."""
-    monkeypatch.setenv(per_machine.FOLDER_VARIABLE, str(tmp_path))
-    (tmp_path / f"{onednn.PATH}.json").write_text(json.dumps({per_machine.machine_key(): kept}))
-    monkeypatch.setattr(onednn, "_faster", [])
-    monkeypatch.setattr(onednn, "_time_both", lambda: pytest.fail("timed again"))
-    assert onednn.faster_here() is kept
+    kept_file(fresh).write_text(json.dumps({per_machine.machine_key(): kept}))
+    monkeypatch.setattr(onednn, "_time_both", lambda *a, **k: pytest.fail("timed again"))
+    assert onednn.faster_here(WIDTHS) is kept
 
 
-def test_the_first_timing_is_kept_for_the_machine(tmp_path, monkeypatch):
-    monkeypatch.setenv(per_machine.FOLDER_VARIABLE, str(tmp_path))
-    monkeypatch.setattr(onednn, "_faster", [])
-    monkeypatch.setattr(onednn, "_time_both", lambda: True)
-    assert onednn.faster_here() is True
-    kept = json.loads((tmp_path / f"{onednn.PATH}.json").read_text())
+def test_the_first_timing_is_kept_for_the_machine_and_widths(fresh, monkeypatch):
+    monkeypatch.setattr(onednn, "_time_both", lambda *a, **k: True)
+    assert onednn.faster_here(WIDTHS) is True
+    kept = json.loads(kept_file(fresh).read_text())
     assert {key: entry["value"] for key, entry in kept.items()} == {per_machine.machine_key(): True}
+
+
+def test_each_width_has_a_verdict_of_its_own(fresh, monkeypatch):
+    """A verdict timed at SmolLM2's widths says nothing of a tiny model's: each is timed at its
+    own and kept apart."""
+    timed = []
+
+    def timing(widths, verdict=onednn.PATH):
+        timed.append((widths, verdict))
+        return per_machine.Verdict(widths == (576, 1536), True)
+
+    monkeypatch.setattr(onednn, "_time_both", timing)
+    assert onednn.faster_here((576, 1536)) is True
+    assert onednn.faster_here((128, 512)) is False
+    assert onednn.faster_here((128, 512), onednn.GRADIENTS) is False
+    assert onednn.faster_here((128, 512), onednn.DECODING) is False
+    assert onednn.faster_here((576, 1536)) is True  # this process's answer, not timed again
+    assert timed == [
+        ((576, 1536), onednn.PATH),
+        ((128, 512), onednn.PATH),
+        ((128, 512), onednn.GRADIENTS),
+        ((128, 512), onednn.DECODING),
+    ]
+    names = sorted(path.name for path in fresh.glob("*.json"))
+    assert names == [
+        "onednn_decoding.128x512.json",
+        "onednn_gradients.128x512.json",
+        "onednn_products.128x512.json",
+        "onednn_products.576x1536.json",
+    ]
+    assert set(per_machine.choices()) >= {"onednn_products.128x512", "onednn_products.576x1536"}
+
+
+def test_each_verdict_times_the_widths_own_products_at_its_rows():
+    rows, train = onednn.DECODING_ROWS, onednn.TRAINING_ROWS
+    assert onednn.shapes_at((128, 512)) == [(train, 128, 512), (train, 512, 128)]
+    assert onednn.shapes_at((128, 512), onednn.GRADIENTS) == [(train, 128, 512), (train, 512, 128)]
+    assert onednn.shapes_at((128, 512), onednn.DECODING) == [(rows, 128, 512), (rows, 512, 128)]
+
+
+def test_a_networks_widths_are_its_weightiest_recurring_linear_shape(tiny_lm):
+    assert onednn.widths_of(tiny_lm.network) == (128, 512)  # hidden -> MLP, not the head
+    blocks = [
+        torch.nn.Linear(*widths) for widths in [(8, 32), (8, 32), (32, 8)] * 2
+    ]  # gate, up, down
+    head = torch.nn.Linear(8, 4000)  # more weights than any layer, but only once
+    assert onednn.widths_of(torch.nn.Sequential(*blocks, head)) == (8, 32)
+    assert onednn.widths_of(torch.nn.Sequential(torch.nn.Linear(4, 6))) == (4, 6)
+    assert onednn.widths_of(torch.nn.Sequential(torch.nn.ReLU())) is None
+    assert onednn.usable(None) is False
+
+
+def test_a_kept_verdicts_name_leads_back_to_its_decision(fresh, monkeypatch):
+    """`benchmarks/fast_paths.py --retime` times again every verdict kept on the machine."""
+    monkeypatch.setattr(onednn, "_time_both", lambda widths, verdict: verdict == onednn.GRADIENTS)
+    assert onednn.decider("onednn_gradients.24x96")() is True
+    assert onednn.decider("onednn_products.24x96")() is False
+    assert onednn.decider("onednn_decoding.24x96")() is False
+    assert kept_file(fresh, onednn.GRADIENTS).exists()
+    for other in ("onednn_products", "onednn_products.24", "onednn_products.ax9", "fused_steps"):
+        assert onednn.decider(other) is None
 
 
 def test_first_used_under_inference_mode_it_is_proven_and_routes(tiny_lm, faster, caplog):
@@ -160,12 +238,13 @@ def clock_for(ratios: list[float]):
     for turn, ratio in enumerate([1.0, *ratios]):
         order = ["mkl", "onednn"] if turn % 2 else ["onednn", "mkl"]
         durations += [1e-3 * (ratio if name == "onednn" else 1.0) for name in order]
-    now, ticks = [0.0], iter([d for d in durations for d in (0.0, d)])
+    now, ticks = [0.0], [d for d in durations for d in (0.0, d)]
 
     def clock() -> float:
-        now[0] += next(ticks)
+        now[0] += ticks.pop(0)
         return now[0]
 
+    clock.ticks = ticks  # what is left unread
     return clock
 
 
@@ -174,28 +253,29 @@ def clock_for(ratios: list[float]):
     [
         ([0.5] * 9, "", True),  # clearly faster: kept
         ([1.2] * 9, "", True),  # clearly slower: kept
-        ([0.5, 1.2] * 4 + [0.5], "", False),  # the rounds straddle FASTER_BY
+        ([0.5, 1.2] * 13 + [0.5], "", False),  # the rounds straddle FASTER_BY, even 27 of them
+        ([0.5, 1.2] * 3 + [0.5] * 21, "", True),  # 9 rounds straddle, 27 settle it
+        ([0.88, 0.93, 0.89] * 3, "", True),  # about FASTER_BY, closely: either choice is fine
         ([0.5] * 9, "load 2.10 on 2 processors", False),  # timed beside another job
     ],
-    ids=["faster", "slower", "overlapping", "busy"],
+    ids=["faster", "slower", "overlapping", "settled by more rounds", "close", "busy"],
 )
 def test_only_a_clear_verdict_timed_on_a_quiet_machine_is_kept(
-    ratios, busy, kept, tmp_path, monkeypatch
+    ratios, busy, kept, fresh, monkeypatch
 ):
-    monkeypatch.setenv(per_machine.FOLDER_VARIABLE, str(tmp_path))
-    monkeypatch.setattr(onednn, "clock", clock_for(ratios))
+    clock = clock_for(ratios)
+    monkeypatch.setattr(onednn, "clock", clock)
     monkeypatch.setattr(onednn, "machine_busy", lambda: busy)
-    monkeypatch.setattr(onednn, "_faster", [])
-    assert onednn.faster_here() is (sorted(ratios)[len(ratios) // 2] <= onednn.FASTER_BY)
-    path = tmp_path / f"{onednn.PATH}.json"
-    assert path.exists() is kept
+    assert onednn.faster_here(WIDTHS) is (sorted(ratios)[len(ratios) // 2] <= onednn.FASTER_BY)
+    assert clock.ticks == []  # every round given was timed, and no more
+    assert kept_file(fresh).exists() is kept
     # the next process reads a kept verdict, and times again where none was kept
-    monkeypatch.setattr(onednn, "_faster", [])
+    monkeypatch.setattr(onednn, "_answers", {})
     timed = []
     monkeypatch.setattr(
-        onednn, "_time_both", lambda: timed.append(1) or per_machine.Verdict(True, True)
+        onednn, "_time_both", lambda *a, **k: timed.append(1) or per_machine.Verdict(True, True)
     )
-    onednn.faster_here()
+    onednn.faster_here(WIDTHS)
     assert timed == ([] if kept else [1])
 
 
@@ -205,21 +285,48 @@ def test_where_onednn_gradients_are_not_faster_the_backward_takes_torchs_product
     generator = torch.Generator().manual_seed(0)
     x = torch.randn(5, 8, generator=generator, requires_grad=True)
     weight = torch.randn(6, 8, generator=generator, requires_grad=True)
-    monkeypatch.setattr(onednn, "_gradients_faster", [False])
     monkeypatch.setattr(onednn, "input_grad", lambda *a: pytest.fail("oneDNN input gradient"))
     monkeypatch.setattr(onednn, "weight_grad", lambda *a: pytest.fail("oneDNN weight gradient"))
-    onednn.linear(x, weight).sum().backward()
+    onednn.linear(x, weight, gradients=False).sum().backward()
     plain_x, plain_w = x.detach().requires_grad_(), weight.detach().requires_grad_()
     torch.nn.functional.linear(plain_x, plain_w).sum().backward()
     assert torch.allclose(x.grad, plain_x.grad, atol=1e-6)
     assert torch.allclose(weight.grad, plain_w.grad, atol=1e-6)
 
 
-def test_the_gradients_verdict_is_asked_where_the_network_is_routed(monkeypatch):
-    """By the proof, before any backward: its timing never lands in an update's."""
-    monkeypatch.setattr(onednn, "_faster", [True])
-    monkeypatch.setattr(onednn, "_gradients_faster", [])
+def test_both_verdicts_are_asked_at_the_networks_widths_where_it_is_routed(monkeypatch):
+    """By the routing, before any backward: their timing never lands in an update's."""
+    monkeypatch.setattr(onednn, "_answers", {})
     asked = []
     monkeypatch.setattr(onednn, "measured_once", lambda name, timing: asked.append(name) or True)
-    with onednn.onednn_linears(torch.nn.Sequential(torch.nn.Linear(4, 4))) as routed:
-        assert routed == 1 and asked == [onednn.GRADIENTS]
+    with onednn.onednn_linears(torch.nn.Sequential(torch.nn.Linear(4, 6))) as routed:
+        assert routed == 1
+        assert asked == ["onednn_products.4x6", "onednn_gradients.4x6"]  # not decoding's
+
+
+def test_where_the_gradients_verdict_is_mkl_the_routed_mlp_backward_takes_torchs(
+    tiny_lm, monkeypatch
+):
+    """The lean MLP's down projection follows the routed layers' gradients verdict too."""
+    answers(monkeypatch, True, False)
+    sequences = random_rollout(tiny_lm, ["Hi there"], width=5)
+    with onednn.onednn_linears(tiny_lm.network) as routed:  # proven here, on both products
+        assert routed > 0
+        assert not any(onednn.routes_gradients(m) for m in tiny_lm.network.modules())
+    monkeypatch.setattr(onednn, "input_grad", lambda *a: pytest.fail("oneDNN input gradient"))
+    monkeypatch.setattr(onednn, "weight_grad", lambda *a: pytest.fail("oneDNN weight gradient"))
+    log_probs_and_grads(tiny_lm, sequences)  # routed inside, its backward on torch's products
+
+
+@pytest.mark.parametrize(
+    ("count", "ranks"), [(1, (0, 0)), (2, (0, 1)), (9, (1, 7)), (27, (8, 18)), (100, (41, 58))]
+)
+def test_the_medians_bounds_are_the_order_statistics_of_a_90_percent_interval(count, ranks):
+    values = [float(i) for i in reversed(range(count))]  # any order
+    assert onednn.median_bounds(values) == ranks
+    # the interval's two tails, each the chance that at most `low` of the values fall below
+    # the median, are within 10 % together, and one rank further in they would not be
+    low = ranks[0]
+    if count > 2:
+        tail = onednn._binomial_tail
+        assert 2 * tail(low, count) <= 0.1 < 2 * tail(low + 1, count)

@@ -123,8 +123,8 @@ def plant_wrong_packed_product(monkeypatch, factor):
     """The fused steps' packed products give `factor` times the right output."""
     own = packed.packed_product
 
-    def wrong(weight, bias, rows):
-        product = own(weight, bias, rows)
+    def wrong(weight, bias, rows, through_onednn):
+        product = own(weight, bias, rows, through_onednn)
         return lambda x: product(x) * factor
 
     monkeypatch.setattr(llama_steps, "packed_product", wrong)
