@@ -18,8 +18,9 @@ multiplies: a few rows while decoding, thousands in the log-prob forwards
   the packed paths there, where `usable(widths, DECODING)`;
 - the log-prob forwards read it through `onednn_linears`, which routes every float32 CPU
   `nn.Linear` of the network through `linear` (this module's autograd function: the input's
-  and the weight's gradients are oneDNN products too where `GRADIENTS` says so) once `check_onednn_products` has found
-  its outputs and gradients equal to the layers' own for every distinct weight shape.
+  and the weight's gradients are oneDNN products too where `GRADIENTS` says so) once
+  `check_onednn_products` has found its outputs and gradients equal to the layers' own for
+  every distinct weight shape.
 """
 
 from __future__ import annotations
@@ -106,7 +107,7 @@ def faster_here(widths: Widths, verdict: str = PATH) -> bool:
     faster. A clear verdict is kept for the machine and widths (`measured_once`: a verdict
     timed in each process could differ between two runs of one seed, or a run and its
     continuation, whose sums would then round differently); one timed while the machine was
-    busy, or whose rounds fall on both sides of `FASTER_BY`, holds for this process only and
+    busy, or whose rounds leave it in doubt (`_time_both`), holds for this process only and
     the next one times again."""
     name = verdict_name(verdict, widths)
     if name not in _answers:
