@@ -83,7 +83,8 @@ class GatedDown(torch.autograd.Function):
     """F.linear(act(gate) * up, weight, bias), keeping `gate`, `up` and the weight: the
     product, which the weight's gradient reads, is made again in backward. With `fast` the
     product goes through oneDNN (`src.model.fast.onednn`), as the routed down projection's,
-    and with `fast_gradients` the gradients' products too, as its would."""
+    and with `fast_gradients` the gradients' products too, as that layer's own would
+    (`onednn.routes_gradients`)."""
 
     @staticmethod
     def forward(
