@@ -60,6 +60,27 @@ MUTATIONS = [
         ("tests/model/fast/test_onednn.py",),
     ),
     Mutation(
+        "oneDNN: the lean MLP's backward ignores the gradients' verdict",
+        "src/model/fast/lean_layers.py",
+        "onednn.is_routed(down), onednn.routes_gradients(down)",
+        "onednn.is_routed(down), onednn.is_routed(down)",
+        ("tests/model/fast/test_onednn.py",),
+    ),
+    Mutation(
+        "oneDNN: a verdict in doubt is kept",
+        "src/model/fast/onednn.py",
+        "return low <= FASTER_BY <= high and high - low > CLOSE",
+        "return False",
+        ("tests/model/fast/test_onednn.py",),
+    ),
+    Mutation(
+        "oneDNN: one verdict for every width",
+        "src/model/fast/onednn.py",
+        'return f"{verdict}.{widths[0]}x{widths[1]}"',
+        'return f"{verdict}"',
+        ("tests/model/fast/test_onednn.py",),
+    ),
+    Mutation(
         "resume without restoring the weights",
         "src/grpo/module.py",
         '        state = checkpoint.get("grpo", {})\n',
