@@ -42,7 +42,13 @@ from torch import Tensor, nn
 from src.model.fast import onednn
 from src.model.fast.continued_prefill import ContinuedLayout, continued_difference
 from src.model.fast.lean_layers import GEMMA_NORMS, LEAN_NORMS, gate_activation
-from src.model.fast.packed import can_pack, merged_weight, packed_product, smallest_packed
+from src.model.fast.packed import (
+    can_pack,
+    decodes_through_onednn,
+    merged_weight,
+    packed_product,
+    smallest_packed,
+)
 from src.model.fast.probe import proven
 from src.model.positions import position_ids
 from src.model.steps import RowContexts, whole_contexts
@@ -66,8 +72,8 @@ GROUPED_FROM = 128
 class Kernels:
     """How a stepped network's products run: `pack`, through copies packed for MKL where
     that is worth it (`src.model.fast.packed`); `onednn`, through oneDNN instead, where it is
-    faster here for decoding at the network's widths (`onednn.usable` with `onednn.DECODING`;
-    it needs no packing)."""
+    faster here for decoding at the network's widths (`decodes_through_onednn`; it needs no
+    packing)."""
 
     pack: bool
     onednn: bool
@@ -75,7 +81,7 @@ class Kernels:
     @classmethod
     def of(cls, network: nn.Module, pack: bool) -> Kernels:
         """The kernels for `network`: oneDNN only where `pack` and it is usable."""
-        return cls(pack, pack and onednn.usable(onednn.widths_of(network), onednn.DECODING))
+        return cls(pack, pack and decodes_through_onednn(network))
 
 
 class Product:

@@ -339,8 +339,8 @@ def onednn_linears(network: nn.Module, enabled: bool = True) -> Iterator[int]:
     included) multiplies through oneDNN, where that is `usable` at the network's widths and
     proven on this network, its gradients' products too where `faster_here` says so for
     `GRADIENTS` at those widths; otherwise nothing changes. Yields how many layers were routed."""
-    widths = widths_of(network)
-    if not (enabled and usable(widths)):
+    widths = widths_of(network) if enabled else None  # no walk over the modules when not
+    if not usable(widths):
         yield 0
         return
     targets = [module for module in network.modules() if _routable(module)]

@@ -54,7 +54,7 @@ def packed_linears(network: nn.Module, rows: int, min_elements: int | None = Non
     if network.training or not can_pack(rows):
         yield 0
         return
-    through_onednn = onednn.usable(onednn.widths_of(network), onednn.DECODING)
+    through_onednn = decodes_through_onednn(network)
     if min_elements is None:
         min_elements = smallest_packed(through_onednn)
     restore: list[Callable[[], None]] = []
@@ -138,6 +138,12 @@ def _packable(weight: Tensor, min_elements: int) -> Tensor | None:
     return weight.detach() if weight.numel() >= min_elements else None
 
 
+def decodes_through_onednn(network: nn.Module) -> bool:
+    """Whether `network`'s decoding products go through oneDNN: `onednn.usable` with the
+    decoding verdict, at the network's widths."""
+    return onednn.usable(onednn.widths_of(network), onednn.DECODING)
+
+
 def smallest_packed(through_onednn: bool) -> int:
     """The fewest weights a layer needs to be worth packing: any through oneDNN, which packs
     nothing; `MIN_PACKED_ELEMENTS` for MKL."""
@@ -148,8 +154,8 @@ def packed_product(
     weight: Tensor, bias: Tensor | None, rows: int, through_onednn: bool
 ) -> Callable[[Tensor], Tensor]:
     """x -> x @ weight.T + bias for batches of exactly `rows` rows: through oneDNN where
-    `through_onednn` (`onednn.usable` for decoding at the network's widths), else through a copy of
-    `weight` packed once for MKL (`can_pack(rows)` must hold)."""
+    `through_onednn` (`decodes_through_onednn`), else through a copy of `weight` packed once
+    for MKL (`can_pack(rows)` must hold)."""
     bias = None if bias is None else bias.detach()
     if through_onednn:
         return partial(onednn.product, weight=weight, bias=bias)

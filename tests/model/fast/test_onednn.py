@@ -108,7 +108,7 @@ def test_the_layers_are_routed_in_the_block_and_restored_after(tiny_lm, faster):
 def test_where_it_is_not_faster_nothing_changes(tiny_lm, slower):
     with onednn.onednn_linears(tiny_lm.network) as routed:
         assert routed == 0
-    through = onednn.usable(onednn.widths_of(tiny_lm.network), onednn.DECODING)
+    through = packed.decodes_through_onednn(tiny_lm.network)
     assert packed.smallest_packed(through) == packed.MIN_PACKED_ELEMENTS
     assert not any(v.path.startswith("onednn_products") for v in verdicts())  # not even probed
 
