@@ -63,13 +63,13 @@ def test_the_choices_are_made_at_each_models_widths(tmp_path, timed):
         ((64, 192), decoding),
     ]
     assert [line.split(":")[0] for line in lines] == [
-        "onednn_decoding.32x96",
-        "onednn_decoding.64x192",
         "onednn_gradients.64x192",
+        "onednn_packed_decoding.32x96",
+        "onednn_packed_decoding.64x192",
         "onednn_products.32x96",
         "onednn_products.64x192",
     ]
-    assert "False (measured now and kept" in lines[0]
+    assert "False (measured now and kept" in lines[1]
 
 
 def test_retime_times_every_kept_verdict_again(tmp_path, timed):
@@ -79,11 +79,11 @@ def test_retime_times_every_kept_verdict_again(tmp_path, timed):
     lines = fast_paths.retime()
     assert len(timed) == 3  # each kept verdict once
     assert [line.split(":")[0] for line in lines] == [
-        "onednn_decoding.64x192",
         "onednn_gradients.64x192",
+        "onednn_packed_decoding.64x192",
         "onednn_products.64x192",
     ]
-    decoding, gradients, products = lines
+    gradients, decoding, products = lines
     assert "kept before False" in gradients and "now False (measured now and kept" in gradients
     assert "kept before True" in products and "now True (measured now and kept" in products
     assert per_machine.kept("something_else")["value"] == 3

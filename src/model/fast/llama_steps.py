@@ -71,9 +71,9 @@ GROUPED_FROM = 128
 @dataclass(frozen=True)
 class Kernels:
     """How a stepped network's products run: `pack`, through copies packed for MKL where
-    that is worth it (`src.model.fast.packed`); `onednn`, through oneDNN instead, where it is
-    faster here for decoding at the network's widths (`decodes_through_onednn`; it needs no
-    packing)."""
+    that is worth it (`src.model.fast.packed`); `onednn`, through copies reordered for oneDNN
+    instead, where that is faster here for decoding at the network's widths
+    (`decodes_through_onednn`)."""
 
     pack: bool
     onednn: bool
@@ -86,8 +86,8 @@ class Kernels:
 
 class Product:
     """x -> x @ weight.T + bias: called, for batches of exactly the steps' `rows` rows
-    (through a copy packed for MKL when that is worth it, or through oneDNN, as `kernels`
-    say); `any`, for any number of rows (the prompts)."""
+    (through a copy packed for MKL when that is worth it, or reordered for oneDNN, as
+    `kernels` say); `any`, for any number of rows (the prompts)."""
 
     def __init__(self, weight: Tensor, bias: Tensor | None, rows: int, kernels: Kernels) -> None:
         self.weight = weight
@@ -95,9 +95,15 @@ class Product:
         smallest = smallest_packed(kernels.onednn)
         worth = kernels.pack and can_pack(rows) and weight.numel() >= smallest
         self._packed = packed_product(weight, self.bias, rows, kernels.onednn) if worth else None
-        # the prompts' products through oneDNN where it is faster here (as the packed ones)
+        # the prompts' products through oneDNN where it is faster here, on the reordered copy
+        # (it takes any number of rows) where there is one
         cpu32 = weight.dtype == torch.float32 and weight.device.type == "cpu"
-        self._any = onednn.product if kernels.onednn and cpu32 else F.linear
+        if kernels.onednn and self._packed is not None:
+            self._any = self._packed
+        elif kernels.onednn and cpu32:
+            self._any = partial(onednn.product, weight=weight, bias=self.bias)
+        else:
+            self._any = partial(F.linear, weight=weight, bias=self.bias)
 
     @property
     def packed(self) -> bool:
@@ -111,7 +117,7 @@ class Product:
 
     def any(self, x: Tensor) -> Tensor:
         """The product for a batch of any number of rows."""
-        return self._any(x, self.weight, self.bias)
+        return self._any(x)
 
 
 @dataclass

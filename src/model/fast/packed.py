@@ -1,13 +1,13 @@
 """Fast path `packed_weights`: prepacked weights for decoding on the CPU. Each float32 linear
 layer's weight is packed once for MKL's matrix product (or, where `src.model.fast.onednn`
-finds oneDNN's product faster on this machine at the network's widths, multiplied through
-oneDNN, which needs no packing), and a LoRA layer's adapter is merged into that copy.
+finds oneDNN's product faster on this machine at the network's widths, reordered once into
+oneDNN's own layout, `onednn.prepacked`), and a LoRA layer's adapter is merged into that copy.
 
 A decoding step multiplies a few rows by every weight of the network. `nn.Linear` repacks its
 weight for each such product, which on two cores costs as much as the product itself; and a
 LoRA layer adds two more small products per step. Inside `packed_linears` the layers read one
 packed copy per decoding instead. The module weights are never changed: the copies are dropped
-on exit. The packing and the product are torch's private MKL ops and the merge reads peft's
+on exit. The packing and the product are torch's private MKL (or oneDNN) ops and the merge reads peft's
 adapter tensors, so both run only once the `packed_weights` probe (`src.model.fast.decoding`)
 has found the logits of a few decoding steps through them equal to the network's own.
 """
@@ -145,20 +145,22 @@ def decodes_through_onednn(network: nn.Module) -> bool:
 
 
 def smallest_packed(through_onednn: bool) -> int:
-    """The fewest weights a layer needs to be worth packing: any through oneDNN, which packs
-    nothing; `MIN_PACKED_ELEMENTS` for MKL."""
+    """The fewest weights a layer needs to be worth packing: any through oneDNN, whose
+    reordered copy gains at every size a decoding step multiplies; `MIN_PACKED_ELEMENTS` for
+    MKL."""
     return 0 if through_onednn else MIN_PACKED_ELEMENTS
 
 
 def packed_product(
     weight: Tensor, bias: Tensor | None, rows: int, through_onednn: bool
 ) -> Callable[[Tensor], Tensor]:
-    """x -> x @ weight.T + bias for batches of exactly `rows` rows: through oneDNN where
-    `through_onednn` (`decodes_through_onednn`), else through a copy of `weight` packed once
-    for MKL (`can_pack(rows)` must hold)."""
+    """x -> x @ weight.T + bias for batches of exactly `rows` rows: through a copy of
+    `weight` reordered once for oneDNN where `through_onednn` (`decodes_through_onednn`; that
+    copy takes any number of rows), else through one packed once for MKL (`can_pack(rows)`
+    must hold)."""
     bias = None if bias is None else bias.detach()
     if through_onednn:
-        return partial(onednn.product, weight=weight, bias=bias)
+        return partial(onednn.product, weight=onednn.prepacked(weight, rows), bias=bias)
     packed = torch.ops.mkl._mkl_reorder_linear_weight(weight, rows)
     return lambda x: torch.ops.mkl._mkl_linear(x, packed, weight, bias, rows)
 

@@ -9,9 +9,11 @@ import torch
 import torch.nn.functional as F
 
 from src.model.fast import onednn, packed
+from src.model.fast.llama_steps import LlamaSteps
 from src.model.fast.probe import verdicts
 from src.utils import per_machine
 from tests.helpers.models import lora_lm, random_rollout
+from tests.helpers.small_llama import SMALL, module_logits, prompts, small_llama, stepped_logits
 
 pytestmark = pytest.mark.skipif(not onednn.available(), reason="torch built without oneDNN")
 
@@ -69,6 +71,48 @@ def test_the_product_and_its_gradients_equal_torchs(bias):
     for theirs, ours in zip(*results, strict=True):
         assert (ours - theirs).abs().max() <= 1e-5 * theirs.abs().max()
     assert results[0][1].abs().max() > 0  # gradients to compare
+
+
+@pytest.mark.parametrize("rows", [1, 5, 32, 70])
+def test_a_weight_reordered_once_multiplies_as_the_plain_one(rows):
+    """Decoding reorders each weight once for oneDNN (for 32 rows here) and multiplies every
+    batch by that copy, the prompts' batches of other sizes too."""
+    generator = torch.Generator().manual_seed(0)
+    weight, bias = torch.randn(96, 24, generator=generator), torch.randn(96, generator=generator)
+    x = torch.randn(rows, 24, generator=generator)
+    reordered = onednn.prepacked(weight, 32)
+    plain = F.linear(x, weight, bias)
+    assert (onednn.product(x, reordered, bias) - plain).abs().max() <= 1e-5 * plain.abs().max()
+    assert torch.equal(weight, weight.clone())  # the weight itself is left as it was
+
+
+def test_decoding_through_onednn_reorders_each_weight_once_and_steps_as_the_modules(monkeypatch):
+    answers(monkeypatch, True, True)
+    reordered = []
+    own = onednn.prepacked
+    monkeypatch.setattr(onednn, "prepacked", lambda w, rows: reordered.append(rows) or own(w, rows))
+    network = small_llama()
+    ids, mask = prompts(SMALL["vocab_size"])
+    steps = LlamaSteps.of(network, 6)
+    assert steps is not None and steps.packed_products()
+    # the fused products of each layer (qkv, out, gate-up, down) and the head, each once
+    assert reordered == [6] * (4 * SMALL["num_hidden_layers"] + 1)
+    tokens = torch.randint(1, SMALL["vocab_size"], (6, 5))
+    ours = stepped_logits(steps, ids, mask, 3, tokens)
+    assert (ours - module_logits(network, ids, mask, 3, tokens)).abs().max() < 1e-5
+    assert len(reordered) == 4 * SMALL["num_hidden_layers"] + 1  # none reordered per step
+
+
+def test_the_decoding_verdict_times_onednn_on_weights_reordered_once(fresh, monkeypatch):
+    monkeypatch.setattr(onednn, "WORK", 1.0)  # one repeat a round: what is given is checked
+    seen = {"mkl": set(), "onednn": set()}
+    monkeypatch.setattr(onednn, "_mkl_products", lambda x, w, g: seen["mkl"].add(w.is_mkldnn))
+    monkeypatch.setattr(onednn, "_onednn_products", lambda x, w, g: seen["onednn"].add(w.is_mkldnn))
+    onednn._time_both(WIDTHS, onednn.DECODING)
+    assert seen == {"mkl": {False}, "onednn": {True}}
+    seen = {"mkl": set(), "onednn": set()}
+    onednn._time_both(WIDTHS, onednn.PATH)  # the log-prob forwards' products: plain weights
+    assert seen == {"mkl": {False}, "onednn": {False}}
 
 
 def test_without_gradients_it_makes_no_graph():
@@ -180,8 +224,8 @@ def test_each_width_has_a_verdict_of_its_own(fresh, monkeypatch):
     ]
     names = sorted(path.name for path in fresh.glob("*.json"))
     assert names == [
-        "onednn_decoding.128x512.json",
         "onednn_gradients.128x512.json",
+        "onednn_packed_decoding.128x512.json",
         "onednn_products.128x512.json",
         "onednn_products.576x1536.json",
     ]
@@ -212,7 +256,7 @@ def test_a_kept_verdicts_name_leads_back_to_its_decision(fresh, monkeypatch):
     monkeypatch.setattr(onednn, "_time_both", lambda widths, verdict: verdict == onednn.GRADIENTS)
     assert onednn.decider("onednn_gradients.24x96")() is True
     assert onednn.decider("onednn_products.24x96")() is False
-    assert onednn.decider("onednn_decoding.24x96")() is False
+    assert onednn.decider("onednn_packed_decoding.24x96")() is False
     assert kept_file(fresh, onednn.GRADIENTS).exists()
     for other in ("onednn_products", "onednn_products.24", "onednn_products.ax9", "fused_steps"):
         assert onednn.decider(other) is None
