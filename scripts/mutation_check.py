@@ -81,6 +81,27 @@ MUTATIONS = [
         ("tests/model/fast/test_onednn.py",),
     ),
     Mutation(
+        "oneDNN: decoding reorders each weight on every call",
+        "src/model/fast/packed.py",
+        "weight=onednn.prepacked(weight, rows)",
+        "weight=weight",
+        ("tests/model/fast/test_onednn.py",),
+    ),
+    Mutation(
+        "oneDNN: the decoding verdict times plain weights",
+        "src/model/fast/onednn.py",
+        '            given["onednn"] = [(x, prepacked(w, x.size(0)), g) for x, w, g in operands]',
+        "            pass",
+        ("tests/model/fast/test_onednn.py",),
+    ),
+    Mutation(
+        "oneDNN: the decoding verdict times weights the caches hold",
+        "src/model/fast/onednn.py",
+        "copies = weight_copies(shapes) if verdict == DECODING else 1",
+        "copies = 1",
+        ("tests/model/fast/test_onednn.py",),
+    ),
+    Mutation(
         "resume without restoring the weights",
         "src/grpo/module.py",
         '        state = checkpoint.get("grpo", {})\n',

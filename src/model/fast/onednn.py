@@ -148,7 +148,18 @@ WORK = 4e9  # floating-point operations a round multiplies at least (small produ
 ROUNDS = 9  # alternating rounds timed first
 MOST_ROUNDS = 27  # timed in all where the first rounds leave the verdict in doubt
 CLOSE = 0.1  # median's bounds this close about FASTER_BY: either choice costs little, kept
+DECODED_BYTES = 64 * 2**20  # decoding's verdict reads at least this many weight bytes in turn
 clock = time.perf_counter  # what the timings read
+
+
+def weight_copies(shapes: list[tuple[int, int, int]]) -> int:
+    """How many distinct copies of the weights of `shapes` (rows x in -> out) hold at least
+    `DECODED_BYTES` of float32: decoding's verdict multiplies each copy in turn, so its weights
+    come from memory as a decoding step's do (it reads every weight of the network once), not
+    from the caches a repeated product keeps them in. On the AMD EPYC of docs/performance.md
+    that is where oneDNN's reordered weights gain most at small widths."""
+    weights = sum(width * out for _, width, out in shapes)
+    return max(1, math.ceil(DECODED_BYTES / (4 * weights)))
 
 
 def shapes_at(widths: Widths, verdict: str = PATH) -> list[tuple[int, int, int]]:
@@ -161,7 +172,9 @@ def shapes_at(widths: Widths, verdict: str = PATH) -> list[tuple[int, int, int]]
 
 def _time_both(widths: Widths, verdict: str = PATH) -> Verdict:
     """Both kernels' time over `shapes_at(widths, verdict)` (the gradients' products for
-    `GRADIENTS`), repeated to `WORK`, per round, taking turns over `ROUNDS` rounds, and up to
+    `GRADIENTS`; for `DECODING`, over `weight_copies` distinct weights in turn, oneDNN's
+    reordered once, as decoding multiplies them), repeated to `WORK`, per round, taking turns
+    over `ROUNDS` rounds, and up to
     `MOST_ROUNDS` where the median's bounds (`median_bounds`) of the rounds' oneDNN / MKL
     ratios still straddle `FASTER_BY`; the verdict, from the median ratio. It is clear when
     the machine was not busy and those bounds lie on one side of `FASTER_BY`, or within
@@ -173,18 +186,20 @@ def _time_both(widths: Widths, verdict: str = PATH) -> Verdict:
     generator = torch.Generator().manual_seed(1234)
     gradients = verdict == GRADIENTS
     shapes = shapes_at(widths, verdict)
+    copies = weight_copies(shapes) if verdict == DECODING else 1
     operands = [
         (
             torch.randn(rows, width, generator=generator),
             torch.randn(out, width, generator=generator),
             torch.randn(rows, out, generator=generator) if gradients else None,
         )
+        for _ in range(copies)
         for rows, width, out in shapes
     ]
     # each kernel's operands as it gets them: decoding's oneDNN weights reordered once
     given = {"mkl": operands, "onednn": operands}
     flops = sum(2 * rows * width * out for rows, width, out in shapes) * (2 if gradients else 1)
-    repeats = max(1, math.ceil(WORK / flops))
+    repeats = max(1, math.ceil(WORK / (flops * copies)))
     kernels = {"mkl": _mkl_products, "onednn": _onednn_products}
     times: dict[str, list[float]] = {"mkl": [], "onednn": []}
 
@@ -197,7 +212,7 @@ def _time_both(widths: Widths, verdict: str = PATH) -> Verdict:
                 for _ in range(repeats):
                     for x, weight, grad in given[name]:
                         kernels[name](x, weight, grad)
-                times[name].append((clock() - start) / repeats)
+                times[name].append((clock() - start) / (repeats * copies))
         return [o / m for o, m in zip(times["onednn"][1:], times["mkl"][1:], strict=True)]
 
     def undecided(ratios: list[float]) -> bool:

@@ -103,16 +103,30 @@ def test_decoding_through_onednn_reorders_each_weight_once_and_steps_as_the_modu
     assert len(reordered) == 4 * SMALL["num_hidden_layers"] + 1  # none reordered per step
 
 
-def test_the_decoding_verdict_times_onednn_on_weights_reordered_once(fresh, monkeypatch):
+def test_the_decoding_verdict_times_onednn_on_weights_reordered_once_read_from_memory(
+    fresh, monkeypatch
+):
+    """As a decoding step multiplies them: each weight reordered once for oneDNN, and so many
+    distinct weights in turn that they come from memory, not the caches."""
     monkeypatch.setattr(onednn, "WORK", 1.0)  # one repeat a round: what is given is checked
-    seen = {"mkl": set(), "onednn": set()}
-    monkeypatch.setattr(onednn, "_mkl_products", lambda x, w, g: seen["mkl"].add(w.is_mkldnn))
-    monkeypatch.setattr(onednn, "_onednn_products", lambda x, w, g: seen["onednn"].add(w.is_mkldnn))
+    monkeypatch.setattr(onednn, "DECODED_BYTES", 2**20)
+    seen = {"mkl": [], "onednn": []}
+
+    def recorder(name):
+        return lambda x, w, g: seen[name].append((w.is_mkldnn, id(w), w.shape))
+
+    monkeypatch.setattr(onednn, "_mkl_products", recorder("mkl"))
+    monkeypatch.setattr(onednn, "_onednn_products", recorder("onednn"))
     onednn._time_both(WIDTHS, onednn.DECODING)
-    assert seen == {"mkl": {False}, "onednn": {True}}
-    seen = {"mkl": set(), "onednn": set()}
+    assert {packed for packed, _, _ in seen["mkl"]} == {False}
+    assert {packed for packed, _, _ in seen["onednn"]} == {True}
+    for name in seen:
+        distinct = {(key, shape) for _, key, shape in seen[name]}
+        assert 4 * sum(shape.numel() for _, shape in distinct) >= 2**20
+    seen = {"mkl": [], "onednn": []}
     onednn._time_both(WIDTHS, onednn.PATH)  # the log-prob forwards' products: plain weights
-    assert seen == {"mkl": {False}, "onednn": {False}}
+    assert {packed for packed, _, _ in seen["mkl"] + seen["onednn"]} == {False}
+    assert len({key for _, key, _ in seen["mkl"]}) == 2  # the two shapes' weights, hot
 
 
 def test_without_gradients_it_makes_no_graph():
