@@ -462,10 +462,7 @@ def machine_choices(folders: Iterable[Path]) -> list[str]:
     for folder in folders:
         with torch.device("meta"):  # shapes only, no weights
             network = AutoModelForCausalLM.from_config(AutoConfig.from_pretrained(folder))
-        widths = onednn.widths_of(network)
-        if onednn.usable(widths):  # as `onednn_linears` asks them
-            onednn.faster_here(widths, onednn.GRADIENTS)
-        onednn.usable(widths, onednn.DECODING)
+        onednn.ask_all(onednn.widths_of(network))
     return per_machine.choice_lines()
 
 

@@ -15,7 +15,9 @@ multiplies: a few rows while decoding, thousands in the log-prob forwards
   (`src.utils.per_machine`), so every process there rounds alike; so a CPU or a model size
   where MKL is quick keeps MKL;
 - decoding reads it through `src.model.fast.packed` (`packed_product`), under the probes of
-  the packed paths there, where `usable(widths, DECODING)`;
+  the packed paths there, where `usable(widths, DECODING)`, on copies of the weights reordered
+  once into oneDNN's own layout (`prepacked`): given a plain weight, oneDNN reorders it on
+  every call, which for a few rows costs about as much as the product;
 - the log-prob forwards read it through `onednn_linears`, which routes every float32 CPU
   `nn.Linear` of the network through `linear` (this module's autograd function: the input's
   and the weight's gradients are oneDNN products too where `GRADIENTS` says so) once
@@ -125,6 +127,16 @@ def faster_here(widths: Widths, verdict: str = PATH) -> bool:
     return _answers[name]
 
 
+def ask_all(widths: Widths | None) -> None:
+    """Ask every verdict a run of a network of these widths asks, in the order it asks them:
+    the log-prob forwards' (`onednn_linears`), their gradients' where those go through oneDNN,
+    then decoding's (`src.model.fast.packed.decodes_through_onednn`). What `choices()` then
+    holds is what such a run will take (`benchmarks/vs_trl.py` reports them)."""
+    if usable(widths):
+        faster_here(widths, GRADIENTS)
+    usable(widths, DECODING)
+
+
 def decider(name: str) -> Callable[[], bool] | None:
     """What decides the verdict a per-machine `name` holds (one `verdict_name` made), or None
     for any other name (`benchmarks/fast_paths.py --retime`)."""
@@ -215,28 +227,28 @@ def _time_both(widths: Widths, verdict: str = PATH) -> Verdict:
                 times[name].append((clock() - start) / (repeats * copies))
         return [o / m for o, m in zip(times["onednn"][1:], times["mkl"][1:], strict=True)]
 
-    def undecided(ratios: list[float]) -> bool:
-        low, high = median_bounds(ratios)
+    def undecided(bounds: tuple[float, float]) -> bool:
+        low, high = bounds
         return low <= FASTER_BY <= high and high - low > CLOSE
 
     try:
         if verdict == DECODING:
             given["onednn"] = [(x, prepacked(w, x.size(0)), g) for x, w, g in operands]
         ratios = timed_rounds(1 + ROUNDS)  # the first round warms both up
-        if not busy and undecided(ratios):
+        if not busy and undecided(median_bounds(ratios)):
             ratios = timed_rounds(MOST_ROUNDS - ROUNDS)
     except Exception as exc:  # a build whose op is broken: the products stay on MKL
         log.info("oneDNN products left out: %s: %s", type(exc).__name__, exc)
         return Verdict(False, True)
     mkl, onednn = (statistics.median(times[name][1:]) for name in ("mkl", "onednn"))
     faster = statistics.median(ratios) <= FASTER_BY
-    low, high = median_bounds(ratios)
+    bounds = median_bounds(ratios)
     doubt = (
         f"the machine was busy ({busy})"
         if busy
         else f"the median oneDNN / MKL ratio of {len(ratios)} rounds lies within "
-        f"{low:.2f}-{high:.2f}, about {FASTER_BY}"
-        if undecided(ratios)
+        f"{bounds[0]:.2f}-{bounds[1]:.2f}, about {FASTER_BY}"
+        if undecided(bounds)
         else ""
     )
     log.info(

@@ -362,6 +362,28 @@ def test_both_verdicts_are_asked_at_the_networks_widths_where_it_is_routed(monke
         assert asked == ["onednn_products.4x6", "onednn_gradients.4x6"]  # not decoding's
 
 
+@pytest.mark.parametrize("products", [True, False], ids=["onednn", "mkl"])
+def test_ask_all_asks_what_a_run_asks_in_its_order(tiny_lm, products, monkeypatch):
+    """What `benchmarks/vs_trl.py` reports as a run's choices are those the routing and the
+    decoding ask, and no others."""
+    monkeypatch.setattr(onednn, "_answers", {})
+    asked = []
+
+    def measured(name, timing):
+        asked.append(name)
+        return products or not name.startswith(onednn.PATH)
+
+    monkeypatch.setattr(onednn, "measured_once", measured)
+    with onednn.onednn_linears(tiny_lm.network):
+        pass
+    packed.decodes_through_onednn(tiny_lm.network)
+    by_the_run, asked[:] = list(asked), []
+    monkeypatch.setattr(onednn, "_answers", {})
+    onednn.ask_all(onednn.widths_of(tiny_lm.network))
+    assert asked == by_the_run
+    assert len(by_the_run) == (3 if products else 2)
+
+
 def test_where_the_gradients_verdict_is_mkl_the_routed_mlp_backward_takes_torchs(
     tiny_lm, monkeypatch
 ):
