@@ -90,8 +90,8 @@ MUTATIONS = [
     Mutation(
         "oneDNN: the decoding verdict times plain weights",
         "src/model/fast/onednn.py",
-        '            given["onednn"] = [(x, prepacked(w, x.size(0)), g) for x, w, g in operands]',
-        "            pass",
+        '        given["onednn"] = [(x, prepacked(w, x.size(0)), g) for x, w, g in operands]',
+        "        pass",
         ("tests/model/fast/test_onednn.py",),
     ),
     Mutation(

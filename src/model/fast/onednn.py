@@ -183,35 +183,16 @@ def shapes_at(widths: Widths, verdict: str = PATH) -> list[tuple[int, int, int]]
 
 
 def _time_both(widths: Widths, verdict: str = PATH) -> Verdict:
-    """Both kernels' time over `shapes_at(widths, verdict)` (the gradients' products for
-    `GRADIENTS`; for `DECODING`, over `weight_copies` distinct weights in turn, oneDNN's
-    reordered once, as decoding multiplies them), repeated to `WORK`, per round, taking turns
-    over `ROUNDS` rounds, and up to
-    `MOST_ROUNDS` where the median's bounds (`median_bounds`) of the rounds' oneDNN / MKL
-    ratios still straddle `FASTER_BY`; the verdict, from the median ratio. It is clear when
-    the machine was not busy and those bounds lie on one side of `FASTER_BY`, or within
-    `CLOSE` of each other: there the two kernels differ by about `FASTER_BY` and either
-    choice costs little, so an answer every process shares is worth more."""
+    """Both kernels' time over `_operands(widths, verdict)`, repeated to `WORK`, per round,
+    taking turns over `ROUNDS` rounds, and up to `MOST_ROUNDS` where the median's bounds
+    (`median_bounds`) of the rounds' oneDNN / MKL ratios still straddle `FASTER_BY`; the
+    verdict, from the median ratio. It is clear when the machine was not busy and those
+    bounds lie on one side of `FASTER_BY`, or within `CLOSE` of each other: there the two
+    kernels differ by about `FASTER_BY` and either choice costs little, so an answer every
+    process shares is worth more."""
     if not available():
         return Verdict(False, True)
     busy = machine_busy()
-    generator = torch.Generator().manual_seed(1234)
-    gradients = verdict == GRADIENTS
-    shapes = shapes_at(widths, verdict)
-    copies = weight_copies(shapes) if verdict == DECODING else 1
-    operands = [
-        (
-            torch.randn(rows, width, generator=generator),
-            torch.randn(out, width, generator=generator),
-            torch.randn(rows, out, generator=generator) if gradients else None,
-        )
-        for _ in range(copies)
-        for rows, width, out in shapes
-    ]
-    # each kernel's operands as it gets them: decoding's oneDNN weights reordered once
-    given = {"mkl": operands, "onednn": operands}
-    flops = sum(2 * rows * width * out for rows, width, out in shapes) * (2 if gradients else 1)
-    repeats = max(1, math.ceil(WORK / (flops * copies)))
     kernels = {"mkl": _mkl_products, "onednn": _onednn_products}
     times: dict[str, list[float]] = {"mkl": [], "onednn": []}
 
@@ -232,8 +213,8 @@ def _time_both(widths: Widths, verdict: str = PATH) -> Verdict:
         return low <= FASTER_BY <= high and high - low > CLOSE
 
     try:
-        if verdict == DECODING:
-            given["onednn"] = [(x, prepacked(w, x.size(0)), g) for x, w, g in operands]
+        given, flops, copies = _operands(widths, verdict)
+        repeats = max(1, math.ceil(WORK / flops))
         ratios = timed_rounds(1 + ROUNDS)  # the first round warms both up
         if not busy and undecided(median_bounds(ratios)):
             ratios = timed_rounds(MOST_ROUNDS - ROUNDS)
@@ -261,6 +242,37 @@ def _time_both(widths: Widths, verdict: str = PATH) -> Verdict:
         f" (for this process only: {doubt})" if doubt else "",
     )
     return Verdict(faster, not doubt, {"mkl": mkl, "onednn": onednn}, doubt)
+
+
+# a product's operands: its input, its weight (plain or `prepacked`), and for the gradients'
+# products the output's gradient
+Operands = tuple[Tensor, Tensor, Tensor | None]
+
+
+def _operands(widths: Widths, verdict: str) -> tuple[dict[str, list[Operands]], float, int]:
+    """Each kernel's operands for `verdict` at `widths`, as it gets them: those of
+    `shapes_at(widths, verdict)` (with the outputs' gradients for `GRADIENTS`); for `DECODING`,
+    `weight_copies` distinct weights in turn, oneDNN's reordered once, as decoding multiplies
+    them. Also the floating-point operations of one pass over them, and the copies a pass
+    holds (the timings are per copy)."""
+    generator = torch.Generator().manual_seed(1234)
+    gradients = verdict == GRADIENTS
+    shapes = shapes_at(widths, verdict)
+    copies = weight_copies(shapes) if verdict == DECODING else 1
+    operands = [
+        (
+            torch.randn(rows, width, generator=generator),
+            torch.randn(out, width, generator=generator),
+            torch.randn(rows, out, generator=generator) if gradients else None,
+        )
+        for _ in range(copies)
+        for rows, width, out in shapes
+    ]
+    given = {"mkl": operands, "onednn": operands}
+    if verdict == DECODING:
+        given["onednn"] = [(x, prepacked(w, x.size(0)), g) for x, w, g in operands]
+    flops = sum(2 * rows * width * out for rows, width, out in shapes) * (2 if gradients else 1)
+    return given, flops * copies, copies
 
 
 def median_bounds(values: list[float], level: float = 0.9) -> tuple[float, float]:

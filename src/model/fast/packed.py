@@ -7,9 +7,10 @@ A decoding step multiplies a few rows by every weight of the network. `nn.Linear
 weight for each such product, which on two cores costs as much as the product itself; and a
 LoRA layer adds two more small products per step. Inside `packed_linears` the layers read one
 packed copy per decoding instead. The module weights are never changed: the copies are dropped
-on exit. The packing and the product are torch's private MKL (or oneDNN) ops and the merge reads peft's
-adapter tensors, so both run only once the `packed_weights` probe (`src.model.fast.decoding`)
-has found the logits of a few decoding steps through them equal to the network's own.
+on exit. The packing and the product are torch's private MKL (or oneDNN) ops and the merge
+reads peft's adapter tensors, so both run only once the `packed_weights` probe
+(`src.model.fast.decoding`) has found the logits of a few decoding steps through them equal
+to the network's own.
 """
 
 from __future__ import annotations
