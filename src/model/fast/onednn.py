@@ -197,7 +197,8 @@ def _time_both(widths: Widths, verdict: str = PATH) -> Verdict:
     times: dict[str, list[float]] = {"mkl": [], "onednn": []}
 
     def timed_rounds(count: int) -> list[float]:
-        """`count` more rounds; every round's oneDNN / MKL ratio so far."""
+        """`count` more rounds; every round's oneDNN / MKL ratio so far. (`given`, `repeats`
+        and `copies` are set below, inside the guard, before the first round.)"""
         for _ in range(count):
             turn = len(times["mkl"])
             for name in list(kernels) if turn % 2 else list(reversed(kernels)):
