@@ -1,0 +1,161 @@
+"""One decoding step's products, kernel by kernel: every linear weight of a model's shape
+multiplied once by a step's rows, as a decoding step does, taking turns over rounds.
+
+The weights are random, of the shapes of the model folder's config (its `nn.Linear` layers,
+the vocabulary head included), and 64 MiB of other memory is written before each timed step,
+so their bytes come from memory as a step's do (between two steps a decoding reads its whole
+key/value cache). Kernels: torch's
+`F.linear` (MKL on the CPU), MKL's product on copies packed once (`packed_weights` on MKL),
+oneDNN's on the plain weights (reordered on every call) and oneDNN's on copies reordered once
+(`onednn.prepacked`, what decoding takes where `onednn_packed_decoding` says so). Prints the
+median milliseconds per step of each and its ratio to `F.linear`.
+
+With `--rollouts N`, also what decides: whole rollouts of B prompts x G completions of T
+tokens through our sampler (the fused steps, their products fused per layer), decoding's
+products on MKL and on oneDNN's reordered copies (the `onednn_packed_decoding` verdict taken as
+each in turn, whatever this machine's is), taking turns in one process over N pairs; the
+median seconds of each and the median ratio of the pairs.
+
+    nice .venv/bin/python benchmarks/decoding_products.py --rows 64 --rollouts 10   # (a)'s shape
+    nice .venv/bin/python benchmarks/decoding_products.py --folder outputs/models/smollm2_135m_instruct --rows 16 --prompts 4 --group-size 4 --lora --rollouts 3   # (b)'s
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+EVICTED_BYTES = 64 * 2**20  # written between timed steps, beyond a processor's caches
+
+
+def step_kernels(weights: list, rows: int) -> dict[str, Callable[[], list]]:
+    """Per kernel, one step: every weight multiplied once by `rows` rows (the products
+    returned, the same numbers from each kernel up to float rounding)."""
+    import torch
+    import torch.nn.functional as F
+
+    from src.model.fast import onednn
+
+    generator = torch.Generator().manual_seed(0)
+    inputs = {w.size(1): torch.randn(rows, w.size(1), generator=generator) for w in weights}
+    mkl_packed = [torch.ops.mkl._mkl_reorder_linear_weight(w, rows) for w in weights]
+    reordered = [onednn.prepacked(w, rows) for w in weights]
+
+    def linear() -> list:
+        return [F.linear(inputs[w.size(1)], w) for w in weights]
+
+    def packed() -> list:
+        return [
+            torch.ops.mkl._mkl_linear(inputs[w.size(1)], p, w, None, rows)
+            for w, p in zip(weights, mkl_packed, strict=True)
+        ]
+
+    def plain() -> list:
+        return [onednn.product(inputs[w.size(1)], w) for w in weights]
+
+    def once() -> list:
+        return [
+            onednn.product(inputs[w.size(1)], p) for w, p in zip(weights, reordered, strict=True)
+        ]
+
+    return {
+        "F.linear (MKL)": linear,
+        "MKL packed": packed,
+        "oneDNN, plain weights": plain,
+        "oneDNN, reordered once": once,
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--folder", default=str(REPO / "outputs" / "models" / "tiny_llama_h128_l4"))
+    parser.add_argument("--rows", type=int, default=64, help="a batch's B x G rows")
+    parser.add_argument("--rounds", type=int, default=7, help="rounds, each kernel once a round")
+    parser.add_argument("--rollouts", type=int, default=0, help="pairs of rollouts (0: none)")
+    parser.add_argument("--prompts", type=int, default=8, help="B prompts of the rollouts")
+    parser.add_argument("--group-size", type=int, default=8, help="G completions per prompt")
+    parser.add_argument("--tokens", type=int, default=64, help="T completion tokens, forced")
+    parser.add_argument("--lora", action="store_true", help="LoRA r16 on q, k, v, o, as (b)")
+    args = parser.parse_args()
+
+    import torch
+    from torch import nn
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    from src.utils.per_machine import processor
+
+    with torch.device("meta"):  # shapes only
+        network = AutoModelForCausalLM.from_config(AutoConfig.from_pretrained(args.folder))
+    shapes = [tuple(m.weight.shape) for m in network.modules() if type(m) is nn.Linear]
+    generator = torch.Generator().manual_seed(1)
+    weights = [torch.randn(*shape, generator=generator) * 0.02 for shape in shapes]
+    kernels = step_kernels(weights, args.rows)
+    other = torch.zeros(EVICTED_BYTES // 4)
+    times: dict[str, list[float]] = {name: [] for name in kernels}
+    for turn in range(args.rounds + 1):  # the first round warms up, not counted
+        order = list(kernels) if turn % 2 else list(reversed(kernels))
+        for name in order:
+            other.add_(1.0)  # the caches hold other data, as after a step's attention
+            start = time.perf_counter()
+            kernels[name]()
+            if turn:
+                times[name].append(time.perf_counter() - start)
+    size = sum(w.numel() for w in weights) * 4 / 2**20
+    print(
+        f"{processor()}, {torch.get_num_threads()} threads: one step's products of "
+        f"{args.folder} ({len(weights)} weights, {size:.0f} MiB) at {args.rows} rows, "
+        f"median of {args.rounds} rounds"
+    )
+    base = statistics.median(times["F.linear (MKL)"])
+    for name, seconds in times.items():
+        median = statistics.median(seconds)
+        print(f"  {name:24s} {1e3 * median:8.2f} ms  ({median / base:.2f} of F.linear)")
+    if args.rollouts:
+        rollouts(args)
+
+
+def rollouts(args: argparse.Namespace) -> None:
+    """Rollouts of `args`' shape, decoding's products on MKL and on oneDNN taking turns."""
+    import torch
+
+    from src.model.causal_lm import load_causal_lm
+    from src.model.fast import onednn
+    from src.rollout.hf import HFSampler
+    from src.utils.allocator import keep_freed_memory
+
+    keep_freed_memory()  # as a training run does
+    targets = ["q_proj", "k_proj", "v_proj", "o_proj"]
+    lora = {"r": 16, "lora_alpha": 32, "lora_dropout": 0.0, "target_modules": targets}
+    lm = load_causal_lm(args.folder, lora=lora if args.lora else None)
+    prompts = [f"Question {i}: what is {i} + {3 * i}? Answer:" for i in range(args.prompts)]
+    sampler = HFSampler(max_completion_length=args.tokens, min_completion_length=args.tokens)
+    decided = onednn.faster_here
+    through: dict[str, bool] = {"onednn": True}
+
+    def faster_here(widths: onednn.Widths, verdict: str = onednn.PATH) -> bool:
+        return through["onednn"] if verdict == onednn.DECODING else decided(widths, verdict)
+
+    onednn.faster_here = faster_here  # decoding's verdict as each kernel in turn
+    seconds: dict[str, list[float]] = {"mkl": [], "onednn": []}
+    torch.manual_seed(0)
+    for turn in range(args.rollouts + 1):  # the first pair warms up, not counted
+        for name in ("mkl", "onednn") if turn % 2 else ("onednn", "mkl"):
+            through["onednn"] = name == "onednn"
+            start = time.perf_counter()
+            sampler.sample(lm, prompts, group_size=args.group_size)
+            if turn:
+                seconds[name].append(time.perf_counter() - start)
+    ratio = statistics.median(o / m for o, m in zip(seconds["onednn"], seconds["mkl"], strict=True))
+    print(
+        f"rollouts of {args.prompts} x {args.group_size} rows, {args.tokens} tokens, "
+        f"{args.rollouts} pairs: MKL {statistics.median(seconds['mkl']):.3f} s, oneDNN "
+        f"reordered {statistics.median(seconds['onednn']):.3f} s, oneDNN / MKL {ratio:.2f}"
+    )
+
+
+if __name__ == "__main__":
+    main()
