@@ -133,18 +133,12 @@ def rollouts(args: argparse.Namespace) -> None:
     lm = load_causal_lm(args.folder, lora=lora if args.lora else None)
     prompts = [f"Question {i}: what is {i} + {3 * i}? Answer:" for i in range(args.prompts)]
     sampler = HFSampler(max_completion_length=args.tokens, min_completion_length=args.tokens)
-    decided = onednn.faster_here
-    through: dict[str, bool] = {"onednn": True}
-
-    def faster_here(widths: onednn.Widths, verdict: str = onednn.PATH) -> bool:
-        return through["onednn"] if verdict == onednn.DECODING else decided(widths, verdict)
-
-    onednn.faster_here = faster_here  # decoding's verdict as each kernel in turn
+    widths = onednn.widths_of(lm.network)
     seconds: dict[str, list[float]] = {"mkl": [], "onednn": []}
     torch.manual_seed(0)
     for turn in range(args.rollouts + 1):  # the first pair warms up, not counted
         for name in ("mkl", "onednn") if turn % 2 else ("onednn", "mkl"):
-            through["onednn"] = name == "onednn"
+            onednn.take(onednn.DECODING, widths, name == "onednn")  # decoding's kernel now
             start = time.perf_counter()
             sampler.sample(lm, prompts, group_size=args.group_size)
             if turn:

@@ -127,6 +127,13 @@ def faster_here(widths: Widths, verdict: str = PATH) -> bool:
     return _answers[name]
 
 
+def take(verdict: str, widths: Widths, value: bool) -> None:
+    """This process takes `value` as `verdict`'s answer at `widths`, whatever this machine's
+    timing says, until `forget_verdicts` (a benchmark comparing both kernels in one process,
+    `benchmarks/decoding_products.py`); nothing is kept."""
+    _answers[verdict_name(verdict, widths)] = value
+
+
 def ask_all(widths: Widths | None) -> None:
     """Ask every verdict a run of a network of these widths asks, in the order it asks them:
     the log-prob forwards' (`onednn_linears`), their gradients' where those go through oneDNN,

@@ -208,6 +208,14 @@ def test_the_verdict_a_process_kept_is_read_not_timed_again(kept, fresh, monkeyp
     assert onednn.faster_here(WIDTHS) is kept
 
 
+def test_a_taken_answer_holds_for_this_process_and_is_not_kept(fresh, monkeypatch):
+    monkeypatch.setattr(onednn, "_time_both", lambda *a: pytest.fail("timed"))
+    for value in (True, False):
+        onednn.take(onednn.DECODING, WIDTHS, value)
+        assert onednn.faster_here(WIDTHS, onednn.DECODING) is value
+    assert not list(fresh.glob("*.json"))
+
+
 def test_the_first_timing_is_kept_for_the_machine_and_widths(fresh, monkeypatch):
     monkeypatch.setattr(onednn, "_time_both", lambda *a, **k: True)
     assert onednn.faster_here(WIDTHS) is True
