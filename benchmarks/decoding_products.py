@@ -26,6 +26,7 @@ import argparse
 import statistics
 import time
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -34,40 +35,27 @@ EVICTED_BYTES = 64 * 2**20  # written between timed steps, beyond a processor's 
 
 def step_kernels(weights: list, rows: int) -> dict[str, Callable[[], list]]:
     """Per kernel, one step: every weight multiplied once by `rows` rows (the products
-    returned, the same numbers from each kernel up to float rounding)."""
+    returned, the same numbers from each kernel up to float rounding). The packed and
+    reordered products are decoding's own (`src.model.fast.packed.packed_product`)."""
     import torch
     import torch.nn.functional as F
 
     from src.model.fast import onednn
+    from src.model.fast.packed import packed_product
 
     generator = torch.Generator().manual_seed(0)
-    inputs = {w.size(1): torch.randn(rows, w.size(1), generator=generator) for w in weights}
-    mkl_packed = [torch.ops.mkl._mkl_reorder_linear_weight(w, rows) for w in weights]
-    reordered = [onednn.prepacked(w, rows) for w in weights]
-
-    def linear() -> list:
-        return [F.linear(inputs[w.size(1)], w) for w in weights]
-
-    def packed() -> list:
-        return [
-            torch.ops.mkl._mkl_linear(inputs[w.size(1)], p, w, None, rows)
-            for w, p in zip(weights, mkl_packed, strict=True)
-        ]
-
-    def plain() -> list:
-        return [onednn.product(inputs[w.size(1)], w) for w in weights]
-
-    def once() -> list:
-        return [
-            onednn.product(inputs[w.size(1)], p) for w, p in zip(weights, reordered, strict=True)
-        ]
-
-    return {
-        "F.linear (MKL)": linear,
-        "MKL packed": packed,
-        "oneDNN, plain weights": plain,
-        "oneDNN, reordered once": once,
+    inputs = [torch.randn(rows, w.size(1), generator=generator) for w in weights]
+    products = {
+        "F.linear (MKL)": [partial(F.linear, weight=w) for w in weights],
+        "MKL packed": [packed_product(w, None, rows, through_onednn=False) for w in weights],
+        "oneDNN, plain weights": [partial(onednn.product, weight=w) for w in weights],
+        "oneDNN, reordered once": [packed_product(w, None, rows, True) for w in weights],
     }
+
+    def step(kernel: list[Callable]) -> list:
+        return [product(x) for product, x in zip(kernel, inputs, strict=True)]
+
+    return {name: partial(step, kernel) for name, kernel in products.items()}
 
 
 def main() -> None:
