@@ -200,21 +200,7 @@ def _time_both(widths: Widths, verdict: str = PATH) -> Verdict:
     if not available():
         return Verdict(False, True)
     busy = machine_busy()
-    kernels = {"mkl": _mkl_products, "onednn": _onednn_products}
     times: dict[str, list[float]] = {"mkl": [], "onednn": []}
-
-    def timed_rounds(count: int) -> list[float]:
-        """`count` more rounds; every round's oneDNN / MKL ratio so far. (`given`, `repeats`
-        and `copies` are set below, inside the guard, before the first round.)"""
-        for _ in range(count):
-            turn = len(times["mkl"])
-            for name in list(kernels) if turn % 2 else list(reversed(kernels)):
-                start = clock()
-                for _ in range(repeats):
-                    for x, weight, grad in given[name]:
-                        kernels[name](x, weight, grad)
-                times[name].append((clock() - start) / (repeats * copies))
-        return [o / m for o, m in zip(times["onednn"][1:], times["mkl"][1:], strict=True)]
 
     def undecided(bounds: tuple[float, float]) -> bool:
         low, high = bounds
@@ -222,10 +208,10 @@ def _time_both(widths: Widths, verdict: str = PATH) -> Verdict:
 
     try:
         given, flops, copies = _operands(widths, verdict)
-        repeats = max(1, math.ceil(WORK / flops))
-        ratios = timed_rounds(1 + ROUNDS)  # the first round warms both up
+        timed = partial(_timed_rounds, times, given, max(1, math.ceil(WORK / flops)), copies)
+        ratios = timed(1 + ROUNDS)  # the first round warms both up
         if not busy and undecided(median_bounds(ratios)):
-            ratios = timed_rounds(MOST_ROUNDS - ROUNDS)
+            ratios = timed(MOST_ROUNDS - ROUNDS)
     except Exception as exc:  # a build whose op is broken: the products stay on MKL
         log.info("oneDNN products left out: %s: %s", type(exc).__name__, exc)
         return Verdict(False, True)
@@ -255,6 +241,29 @@ def _time_both(widths: Widths, verdict: str = PATH) -> Verdict:
 # a product's operands: its input, its weight (plain or `prepacked`), and for the gradients'
 # products the output's gradient
 Operands = tuple[Tensor, Tensor, Tensor | None]
+
+
+def _timed_rounds(
+    times: dict[str, list[float]],
+    given: dict[str, list[Operands]],
+    repeats: int,
+    copies: int,
+    count: int,
+) -> list[float]:
+    """`count` more rounds of `_time_both`, the two kernels taking turns (which goes first
+    alternates), each multiplying its `given` operands `repeats` times; every round's time per
+    copy appended to `times`. Returns every round's oneDNN / MKL ratio so far, the first
+    (warm-up) round left out."""
+    kernels = {"mkl": _mkl_products, "onednn": _onednn_products}
+    for _ in range(count):
+        turn = len(times["mkl"])
+        for name in list(kernels) if turn % 2 else list(reversed(kernels)):
+            start = clock()
+            for _ in range(repeats):
+                for x, weight, grad in given[name]:
+                    kernels[name](x, weight, grad)
+            times[name].append((clock() - start) / (repeats * copies))
+    return [o / m for o, m in zip(times["onednn"][1:], times["mkl"][1:], strict=True)]
 
 
 def _operands(widths: Widths, verdict: str) -> tuple[dict[str, list[Operands]], float, int]:
