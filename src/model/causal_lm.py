@@ -157,24 +157,26 @@ class CausalLM(nn.Module):
         chunks the others are skipped and read 0 (padding, a tool's inserted tokens).
         """
         targets = input_ids[:, -num_targets:]
+        # each position predicts the next token, so the last token predicts nothing scored:
+        # the forward reads all but it
+        read = attention_mask[:, :-1]
         inputs = {
-            "input_ids": input_ids,
-            "attention_mask": attention_mask,
-            "position_ids": position_ids(attention_mask),
+            "input_ids": input_ids[:, :-1],
+            "attention_mask": read,
+            "position_ids": position_ids(read),
             "use_cache": False,
         }
         if self._head_in_chunks(input_ids.size(0) * num_targets):
             with self._lean():  # the head's products routed as the network's layers are
-                hidden = hidden_forward(self.network)(**inputs).logits
-                hidden = hidden[:, -num_targets - 1 : -1, :]
+                hidden = hidden_forward(self.network)(**inputs).logits[:, -num_targets:, :]
                 if scored is None:
                     scored = attention_mask[:, -num_targets:]  # padding after a row's end: 0
                 return chunked_log_probs(
                     self.network, hidden, targets, temperature, with_entropy, scored
                 )
         with self._lean():
-            logits = self._scoring_forward(**inputs, **self._keep_logits(num_targets + 1)).logits
-        logits = logits[:, -num_targets - 1 : -1, :]
+            logits = self._scoring_forward(**inputs, **self._keep_logits(num_targets)).logits
+        logits = logits[:, -num_targets:, :]
         return target_log_probs(logits, targets, temperature, with_entropy)
 
     def log_probs(
@@ -212,18 +214,21 @@ class CausalLM(nn.Module):
         prompt of row first[owner[n]]."""
         completion_ids = sequences.completion_ids
         chunks = self._head_in_chunks(completion_ids.numel())
+        # the prompt's last position predicts the first completion token, each completion
+        # position the next one; the last completion token predicts nothing scored, so the
+        # continuations read all but it (at least one token)
+        read = max(1, completion_ids.size(1) - 1)
         last, outputs = self._continue_prompts(
             sequences.prompt_ids[first],
             sequences.prompt_mask[first],
             owner,
-            completion_ids,
-            sequences.completion_mask,
+            completion_ids[:, :read],
+            sequences.completion_mask[:, :read],
             hidden=chunks,
         )
-        # the prompt's last position predicts the first completion token, each completion
-        # position the next one
+        outputs = outputs[:, : completion_ids.size(1) - 1, :]
         if chunks:
-            hidden = torch.cat([last, outputs[:, :-1, :]], dim=1)
+            hidden = torch.cat([last, outputs], dim=1)
             return chunked_log_probs(
                 self.network,
                 hidden,
@@ -236,7 +241,7 @@ class CausalLM(nn.Module):
             last, completion_ids[:, :1], temperature, with_entropy
         )
         rest, rest_entropy = target_log_probs(
-            outputs[:, :-1, :], completion_ids[:, 1:], temperature, with_entropy
+            outputs, completion_ids[:, 1:], temperature, with_entropy
         )
         entropy = torch.cat([head_entropy, rest_entropy], dim=1) if with_entropy else None
         return torch.cat([head, rest], dim=1), entropy

@@ -197,6 +197,38 @@ def test_a_group_reads_its_prompt_once_with_the_same_scores_and_gradients(tiny_l
     lm.zero_grad()
 
 
+@pytest.mark.parametrize("width", [1, 5])
+def test_the_last_completion_token_is_not_read(tiny_lm, width):
+    """It predicts nothing that is scored, so the log-prob forwards stop one token before it
+    (but a one-token completion is still read after its prompt), with the network's scores."""
+    torch.manual_seed(3)
+    sampler = HFSampler(max_completion_length=width, min_completion_length=width)
+    rollout = sampler.sample(tiny_lm, ["Hi", "Hi", "What is 5 + 5?"], group_size=2)
+    prompt = rollout.prompt_ids.size(1)
+    tiny_lm.log_probs(rollout)  # the fast paths' probes run once, before the count
+    read: list[int] = []
+    embeddings = tiny_lm.network.get_input_embeddings()
+    hook = embeddings.register_forward_hook(lambda module, args, out: read.append(args[0].size(1)))
+    try:
+        grouped, _ = tiny_lm.log_probs(rollout)  # each prompt once, then the completions
+        assert read == [prompt, max(1, width - 1)]
+        read.clear()
+        whole, _ = ungrouped(tiny_lm, rollout)
+        assert read == [prompt + width - 1]
+    finally:
+        hook.remove()
+    ids = torch.cat([rollout.prompt_ids, rollout.completion_ids], dim=1)
+    mask = torch.cat([rollout.prompt_mask, rollout.completion_mask], dim=1)
+    with torch.no_grad():
+        logits = tiny_lm.network(
+            input_ids=ids, attention_mask=mask, position_ids=(mask.cumsum(1) - 1).clamp(min=0)
+        ).logits[:, -width - 1 : -1]
+    expected = torch.log_softmax(logits, -1).gather(-1, rollout.completion_ids.unsqueeze(-1))
+    counted = rollout.completion_mask.bool()
+    for logps in (grouped, whole):
+        assert torch.allclose(logps[counted], expected.squeeze(-1)[counted], atol=1e-5)
+
+
 def test_rows_without_a_shared_prompt_are_read_whole(tiny_lm):
     from src.model.causal_lm import prompt_groups
 
