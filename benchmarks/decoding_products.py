@@ -10,6 +10,11 @@ oneDNN's on the plain weights (reordered on every call) and oneDNN's on copies r
 (`onednn.prepacked`, what decoding takes where `onednn_packed_decoding` says so). Prints the
 median milliseconds per step of each and its ratio to `F.linear`.
 
+With `--by-shape`, each distinct weight shape alone instead (hot operands, the kernels taking
+turns per shape): its count in the model, its median per kernel as a share of `F.linear`'s, and
+the shares over one pass of every weight, each shape weighted by its count: at a log-prob
+pass's rows (`--rows 1024`), what a verdict timed over every product of a pass would read.
+
 With `--rollouts N`, also what decides: whole rollouts of B prompts x G completions of T
 tokens through our sampler (the fused steps, their products fused per layer), decoding's
 products on MKL and on oneDNN's reordered copies (the `onednn_packed_decoding` verdict taken as
@@ -18,6 +23,7 @@ median seconds of each and the median ratio of the pairs.
 
     nice .venv/bin/python benchmarks/decoding_products.py --rows 64 --rollouts 10   # (a)'s shape
     nice .venv/bin/python benchmarks/decoding_products.py --folder outputs/models/smollm2_135m_instruct --rows 16 --prompts 4 --group-size 4 --lora --rollouts 3   # (b)'s
+    nice .venv/bin/python benchmarks/decoding_products.py --folder outputs/models/smollm2_135m_instruct --rows 1024 --by-shape --rounds 13
 """
 
 from __future__ import annotations
@@ -58,6 +64,47 @@ def step_kernels(weights: list, rows: int) -> dict[str, Callable[[], list]]:
     return {name: partial(step, kernel) for name, kernel in products.items()}
 
 
+def by_shape(
+    weights: list, rows: int, rounds: int
+) -> dict[tuple[int, int], tuple[int, dict[str, float]]]:
+    """Per distinct weight shape (out, in): its count among `weights` and each kernel's median
+    seconds for one product of `rows` rows, the kernels taking turns over `rounds` rounds
+    after one that warms them up."""
+    counts: dict[tuple[int, int], int] = {}
+    first: dict[tuple[int, int], object] = {}
+    for weight in weights:
+        shape = tuple(weight.shape)
+        counts[shape] = counts.get(shape, 0) + 1
+        first.setdefault(shape, weight)
+    found = {}
+    for shape, weight in first.items():
+        kernels = step_kernels([weight], rows)
+        times: dict[str, list[float]] = {name: [] for name in kernels}
+        for turn in range(rounds + 1):
+            for name in list(kernels) if turn % 2 else list(reversed(kernels)):
+                start = time.perf_counter()
+                kernels[name]()
+                if turn:
+                    times[name].append(time.perf_counter() - start)
+        found[shape] = (counts[shape], {k: statistics.median(v) for k, v in times.items()})
+    return found
+
+
+def print_by_shape(found: dict[tuple[int, int], tuple[int, dict[str, float]]], rows: int) -> None:
+    """`by_shape`'s table: per shape, F.linear's milliseconds and each kernel's share of them;
+    then each kernel's share over one pass of every weight."""
+    names = list(next(iter(found.values()))[1])
+    base = "F.linear (MKL)"
+    print(f"  {'rows x in -> out':24s} {'count':>5s} {base:>15s}  " + "  ".join(names[1:]))
+    for (out, width), (count, seconds) in found.items():
+        shares = "  ".join(f"{seconds[n] / seconds[base]:{len(n)}.2f}" for n in names[1:])
+        label = f"{rows} x {width} -> {out}"
+        print(f"  {label:24s} {count:5d} {1e3 * seconds[base]:12.3f} ms  {shares}")
+    total = {n: sum(count * seconds[n] for count, seconds in found.values()) for n in names}
+    shares = "  ".join(f"{total[n] / total[base]:{len(n)}.2f}" for n in names[1:])
+    print(f"  {'one pass, every weight':24s} {'':5s} {1e3 * total[base]:12.3f} ms  {shares}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--folder", default=str(REPO / "outputs" / "models" / "tiny_llama_h128_l4"))
@@ -68,6 +115,7 @@ def main() -> None:
     parser.add_argument("--group-size", type=int, default=8, help="G completions per prompt")
     parser.add_argument("--tokens", type=int, default=64, help="T completion tokens, forced")
     parser.add_argument("--lora", action="store_true", help="LoRA r16 on q, k, v, o, as (b)")
+    parser.add_argument("--by-shape", action="store_true", help="each weight shape alone, hot")
     args = parser.parse_args()
 
     import torch
@@ -81,6 +129,16 @@ def main() -> None:
     shapes = [tuple(m.weight.shape) for m in network.modules() if type(m) is nn.Linear]
     generator = torch.Generator().manual_seed(1)
     weights = [torch.randn(*shape, generator=generator) * 0.02 for shape in shapes]
+    if args.by_shape:
+        from src.utils.allocator import keep_freed_memory
+
+        keep_freed_memory()  # as a training run does: the outputs' memory is reused, not faulted in
+        print(
+            f"{processor()}, {torch.get_num_threads()} threads: the products of "
+            f"{args.folder} shape by shape at {args.rows} rows, median of {args.rounds} rounds"
+        )
+        print_by_shape(by_shape(weights, args.rows, args.rounds), args.rows)
+        return
     kernels = step_kernels(weights, args.rows)
     other = torch.zeros(EVICTED_BYTES // 4)
     times: dict[str, list[float]] = {name: [] for name in kernels}

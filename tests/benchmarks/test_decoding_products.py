@@ -29,3 +29,20 @@ def test_every_kernel_multiplies_every_weight_alike():
     for name, kernel in kernels.items():
         for ours, theirs in zip(kernel(), plain, strict=True):
             assert (ours - theirs).abs().max() <= 1e-5 * theirs.abs().max(), name
+
+
+def test_by_shape_times_each_distinct_shape_once_with_its_count(capsys):
+    generator = torch.Generator().manual_seed(0)
+    weights = [torch.randn(12, 8, generator=generator) for _ in range(3)]
+    weights.append(torch.randn(5, 8, generator=generator))
+    found = decoding_products.by_shape(weights, rows=4, rounds=2)
+    assert {shape: count for shape, (count, _) in found.items()} == {(12, 8): 3, (5, 8): 1}
+    for _, seconds in found.values():
+        assert set(seconds) == set(decoding_products.step_kernels(weights[:1], 4))
+        assert all(value > 0 for value in seconds.values())
+    decoding_products.print_by_shape(found, rows=4)
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[1].lstrip().startswith("4 x 8 -> 12") and lines[2].lstrip().startswith(
+        "4 x 8 -> 5"
+    )
+    assert lines[-1].lstrip().startswith("one pass, every weight")
