@@ -250,7 +250,11 @@ def run_speed(args: argparse.Namespace, work: Path) -> dict[str, Any]:
         measured=time.strftime("%Y-%m-%d %H:%M"),
         versions=versions(),
         machine=machine(),
-        choices=machine_choices(folders.values()) if args.device == "cpu" else [],
+        choices=(
+            machine_choices([(folders[name], pass_tokens(SHAPES[name])) for name in args.configs])
+            if args.device == "cpu"
+            else []
+        ),
     )
     print("per-machine choices:\n" + "\n".join(f"  {c}" for c in settings["choices"]), flush=True)
     groups = []
@@ -448,21 +452,29 @@ def save(report: dict[str, Any], out: Path) -> None:
     print(f"wrote {out} and {out.with_name('vs_trl.md')}")
 
 
-def machine_choices(folders: Iterable[Path]) -> list[str]:
-    """This machine's per-machine choices for the models in `folders`, as our runs will take
-    them (read where kept, timed now where not, at each model's own widths), with their source
-    and timings: the log-prob passes' products through oneDNN or MKL (and where oneDNN, their
-    gradients'), and decoding's."""
+def pass_tokens(shape: Shape) -> int:
+    """About the tokens of one of our log-prob passes on `shape` (each prompt once, every
+    completion; our runs here take one pass a step): what its verdicts are timed at."""
+    return shape.completions * shape.tokens + shape.batch * (shape.prompt_tokens or 16)
+
+
+def machine_choices(models: Iterable[tuple[Path, int | None]]) -> list[str]:
+    """This machine's per-machine choices for the models in `models` (a folder, and the tokens
+    of a log-prob pass or None), as our runs will take them (read where kept, timed now where
+    not, at each model's own widths and its passes' rows), with their source and timings: the
+    log-prob passes' products through oneDNN or MKL (and where oneDNN, their gradients'), and
+    decoding's."""
     import torch
     from transformers import AutoConfig, AutoModelForCausalLM
 
     from src.model.fast import onednn
     from src.utils import per_machine
 
-    for folder in folders:
+    for folder, tokens in models:
         with torch.device("meta"):  # shapes only, no weights
             network = AutoModelForCausalLM.from_config(AutoConfig.from_pretrained(folder))
-        onednn.ask_all(onednn.widths_of(network))
+        rows = None if tokens is None else onednn.pass_rows(tokens)
+        onednn.ask_all(onednn.widths_of(network), rows)
     return per_machine.choice_lines()
 
 

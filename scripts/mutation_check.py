@@ -76,8 +76,22 @@ MUTATIONS = [
     Mutation(
         "oneDNN: one verdict for every width",
         "src/model/fast/onednn.py",
-        'return f"{verdict}.{widths[0]}x{widths[1]}"',
-        'return f"{verdict}"',
+        'name = f"{verdict}.{widths[0]}x{widths[1]}"',
+        'name = f"{verdict}"',
+        ("tests/model/fast/test_onednn.py",),
+    ),
+    Mutation(
+        "oneDNN: the routing times its verdicts at 1024 rows whatever its pass's",
+        "src/model/fast/onednn.py",
+        "rows = None if tokens is None else pass_rows(tokens)",
+        "rows = None",
+        ("tests/model/fast/test_onednn.py",),
+    ),
+    Mutation(
+        "oneDNN: the grouped log-probs leave their pass's tokens out",
+        "src/model/causal_lm.py",
+        "            with self._lean(tokens):\n                return self._grouped_log_probs",
+        "            with self._lean():\n                return self._grouped_log_probs",
         ("tests/model/fast/test_onednn.py",),
     ),
     Mutation(

@@ -166,15 +166,16 @@ class CausalLM(nn.Module):
             "position_ids": position_ids(read),
             "use_cache": False,
         }
+        tokens = inputs["input_ids"].numel()
         if self._head_in_chunks(input_ids.size(0) * num_targets):
-            with self._lean():  # the head's products routed as the network's layers are
+            with self._lean(tokens):  # the head's products routed as the network's layers are
                 hidden = hidden_forward(self.network)(**inputs).logits[:, -num_targets:, :]
                 if scored is None:
                     scored = attention_mask[:, -num_targets:]  # padding after a row's end: 0
                 return chunked_log_probs(
                     self.network, hidden, targets, temperature, with_entropy, scored
                 )
-        with self._lean():
+        with self._lean(tokens):
             logits = self._scoring_forward(**inputs, **self._keep_logits(num_targets)).logits
         logits = logits[:, -num_targets:, :]
         return target_log_probs(logits, targets, temperature, with_entropy)
@@ -189,7 +190,9 @@ class CausalLM(nn.Module):
         every completion of the group, gradients included (`prompt_groups`)."""
         groups = prompt_groups(sequences.prompt_ids, sequences.prompt_mask)
         if groups is not None and not checkpointed(self.network):
-            with self._lean():
+            # what the pass reads: each distinct prompt once, each completion but its last token
+            tokens = sequences.prompt_ids[groups[0]].numel() + sequences.completion_ids.numel()
+            with self._lean(tokens):
                 return self._grouped_log_probs(sequences, *groups, temperature, with_entropy)
         input_ids = torch.cat([sequences.prompt_ids, sequences.completion_ids], dim=1)
         mask = torch.cat([sequences.prompt_mask, sequences.completion_mask], dim=1)
@@ -298,16 +301,17 @@ class CausalLM(nn.Module):
         return self.network(**kwargs)
 
     @contextlib.contextmanager
-    def _lean(self) -> Iterator[int]:
+    def _lean(self, tokens: int | None = None) -> Iterator[int]:
         """The log-prob forwards' fast paths: `lean_layers` over the network when
         `lean_activations` is on (the block yields how many modules it switched), and the
-        linear layers' products through oneDNN where that is faster here and proven; neither
+        linear layers' products through oneDNN where that is faster here at the rows of a pass
+        of `tokens` tokens and proven; neither
         under activation checkpointing, whose recomputation in backward runs outside the
         block, and no oneDNN under `torch.compile`, which makes its own kernels."""
         plain = checkpointed(self.network)
         with (
             lean_layers(self.network, self.lean_activations and not plain) as switched,
-            onednn_linears(self.network, not plain and self._compiled_forward is None),
+            onednn_linears(self.network, not plain and self._compiled_forward is None, tokens),
         ):
             yield switched
 

@@ -28,7 +28,7 @@ def timed(tmp_path, monkeypatch):
     monkeypatch.setattr(per_machine, "_CHOICES", {})  # none made by earlier tests
     calls = []
 
-    def timing(widths, verdict):
+    def timing(widths, verdict, rows=None):
         calls.append((widths, verdict))
         faster = widths[0] >= 64 and verdict != onednn.GRADIENTS
         return per_machine.Verdict(faster, True, {"mkl": 1e-3})
@@ -52,7 +52,7 @@ def llama_folder(tmp_path, hidden: int, mlp: int):
 
 def test_the_choices_are_made_at_each_models_widths(tmp_path, timed):
     folders = [llama_folder(tmp_path, 32, 96), llama_folder(tmp_path, 64, 192)]
-    lines = vs_trl.machine_choices(folders)
+    lines = vs_trl.machine_choices([(folder, None) for folder in folders])
     # the gradients' verdict is asked only where the products go through oneDNN
     products, decoding, gradients = onednn.PATH, onednn.DECODING, onednn.GRADIENTS
     assert timed == [
@@ -73,7 +73,7 @@ def test_the_choices_are_made_at_each_models_widths(tmp_path, timed):
 
 
 def test_retime_times_every_kept_verdict_again(tmp_path, timed):
-    vs_trl.machine_choices([llama_folder(tmp_path, 64, 192)])
+    vs_trl.machine_choices([(llama_folder(tmp_path, 64, 192), None)])
     per_machine.measured_once("something_else", lambda: 3)  # not a verdict of ours: left
     del timed[:]
     lines = fast_paths.retime()

@@ -10,8 +10,9 @@ multiplies: a few rows while decoding, thousands in the log-prob forwards
   machine at the network's own widths (`widths_of`: a transformer's hidden -> MLP width),
   with a verdict for each kind of product a step makes: the log-prob passes' forward
   products (`PATH`), decoding's products of a few rows (`DECODING`) and the passes' gradients'
-  products (`GRADIENTS`). Each is timed on those rows at those widths and kept once per
-  machine and widths only when its timings are clear and the machine was not busy
+  products (`GRADIENTS`), the passes' two at the rows of the pass that asks (`pass_rows`).
+  Each is timed on those rows at those widths and kept once per machine, widths and rows
+  only when its timings are clear and the machine was not busy
   (`src.utils.per_machine`), so every process there rounds alike; so a CPU or a model size
   where MKL is quick keeps MKL;
 - decoding reads it through `src.model.fast.packed` (`packed_product`), under the probes of
@@ -80,13 +81,16 @@ def widths_of(network: nn.Module) -> Widths | None:
     return max(candidates, key=lambda shape: (candidates[shape], shape), default=None)
 
 
-def usable(widths: Widths | None, verdict: str = PATH) -> bool:
+def usable(widths: Widths | None, verdict: str = PATH, rows: int | None = None) -> bool:
     """Whether a network of these widths (`widths_of`) may take oneDNN's products in this
     process, where `verdict` (`PATH` for the log-prob forwards, `DECODING` for decoding's)
     decides: available, not turned off by $GRPO_FAST_PATHS_OFF=onednn_products, and faster
-    than MKL here at those widths and rows (`faster_here`)."""
+    than MKL here at those widths and rows (`faster_here`; `rows`: a pass's, `pass_rows`)."""
     return (
-        widths is not None and available() and not turned_off(PATH) and faster_here(widths, verdict)
+        widths is not None
+        and available()
+        and not turned_off(PATH)
+        and faster_here(widths, verdict, rows)
     )
 
 
@@ -104,12 +108,26 @@ def prepacked(weight: Tensor, rows: int | None = None) -> Tensor:
     return torch.ops.mkldnn._reorder_linear_weight(weight.detach().contiguous(), rows)
 
 
-def verdict_name(verdict: str, widths: Widths) -> str:
-    """The per-machine name of `verdict` at `widths`: `onednn_products.576x1536`."""
-    return f"{verdict}.{widths[0]}x{widths[1]}"
+def pass_rows(tokens: int) -> int:
+    """The rows a log-prob pass of `tokens` tokens is timed at: `TRAINING_ROWS` times the power
+    of two nearest to tokens / `TRAINING_ROWS` (on a log scale), from 1 up to
+    `MOST_TRAINING_ROWS`. A product's speed on either kernel changes with its rows (at the tiny
+    Llama's widths oneDNN's lead over MKL grows from 1024 rows to 4096, docs/performance.md),
+    so the verdict is timed near the rows the pass multiplies, in few enough sizes that each is
+    timed once per machine."""
+    ratio = max(tokens, 1) / TRAINING_ROWS
+    return min(MOST_TRAINING_ROWS, TRAINING_ROWS * 2 ** max(0, round(math.log2(ratio))))
 
 
-def faster_here(widths: Widths, verdict: str = PATH) -> bool:
+def verdict_name(verdict: str, widths: Widths, rows: int | None = None) -> str:
+    """The per-machine name of `verdict` at `widths`: `onednn_products.576x1536`, and where
+    timed at other `rows` than the verdict's own (`ROWS`), those too:
+    `onednn_products.128x512.rows4096`."""
+    name = f"{verdict}.{widths[0]}x{widths[1]}"
+    return name if rows is None or rows == ROWS[verdict] else f"{name}.rows{rows}"
+
+
+def faster_here(widths: Widths, verdict: str = PATH, rows: int | None = None) -> bool:
     """Whether oneDNN's products beat torch's on this machine by `FASTER_BY` at `widths`, for
     `verdict`: `PATH`, the forward products of the log-prob passes' rows; `DECODING`, those of
     decoding's few rows, where a product's fixed cost weighs most; `GRADIENTS`, a linear
@@ -120,38 +138,42 @@ def faster_here(widths: Widths, verdict: str = PATH) -> bool:
     timed in each process could differ between two runs of one seed, or a run and its
     continuation, whose sums would then round differently); one timed while the machine was
     busy, or whose rounds leave it in doubt (`_time_both`), holds for this process only and
-    the next one times again."""
-    name = verdict_name(verdict, widths)
+    the next one times again. `rows`: the passes' rows the verdict is timed at (`pass_rows`;
+    its own `ROWS` by default), each kept under a name of its own."""
+    name = verdict_name(verdict, widths, rows)
     if name not in _answers:
-        _answers[name] = bool(measured_once(name, partial(_time_both, widths, verdict)))
+        _answers[name] = bool(measured_once(name, partial(_time_both, widths, verdict, rows)))
     return _answers[name]
 
 
-def take(verdict: str, widths: Widths, value: bool) -> None:
-    """This process takes `value` as `verdict`'s answer at `widths`, whatever this machine's
-    timing says, until `forget_verdicts` (a benchmark comparing both kernels in one process,
-    `benchmarks/decoding_products.py`); nothing is kept."""
-    _answers[verdict_name(verdict, widths)] = value
+def take(verdict: str, widths: Widths, value: bool, rows: int | None = None) -> None:
+    """This process takes `value` as `verdict`'s answer at `widths` (and `rows`), whatever this
+    machine's timing says, until `forget_verdicts` (a benchmark comparing both kernels in one
+    process, `benchmarks/decoding_products.py`); nothing is kept."""
+    _answers[verdict_name(verdict, widths, rows)] = value
 
 
-def ask_all(widths: Widths | None) -> None:
+def ask_all(widths: Widths | None, rows: int | None = None) -> None:
     """Ask every verdict a run of a network of these widths asks, in the order it asks them:
-    the log-prob forwards' (`onednn_linears`), their gradients' where those go through oneDNN,
-    then decoding's (`src.model.fast.packed.decodes_through_onednn`). What `choices()` then
-    holds is what such a run will take (`benchmarks/vs_trl.py` reports them)."""
-    if usable(widths):
-        faster_here(widths, GRADIENTS)
+    the log-prob forwards' (`onednn_linears`) at the passes' `rows` (`pass_rows`), their
+    gradients' where those go through oneDNN, then decoding's
+    (`src.model.fast.packed.decodes_through_onednn`). What `choices()` then holds is what
+    such a run will take (`benchmarks/vs_trl.py` reports them)."""
+    if usable(widths, PATH, rows):
+        faster_here(widths, GRADIENTS, rows)
     usable(widths, DECODING)
 
 
 def decider(name: str) -> Callable[[], bool] | None:
     """What decides the verdict a per-machine `name` holds (one `verdict_name` made), or None
     for any other name (`benchmarks/fast_paths.py --retime`)."""
-    verdict, _, shape = name.partition(".")
+    verdict, _, timed = name.partition(".")
+    shape, at, rows = timed.partition(".rows")
     hidden, _, out = shape.partition("x")
-    if verdict not in ROWS or not (hidden.isdigit() and out.isdigit()):
+    sizes_given = hidden.isdigit() and out.isdigit() and (not at or rows.isdigit())
+    if verdict not in ROWS or not sizes_given:
         return None
-    return partial(faster_here, (int(hidden), int(out)), verdict)
+    return partial(faster_here, (int(hidden), int(out)), verdict, int(rows) if at else None)
 
 
 def forget_verdicts() -> None:
@@ -161,7 +183,8 @@ def forget_verdicts() -> None:
 
 
 DECODING_ROWS = 32  # a batch's B * G rows, one new token each
-TRAINING_ROWS = 1024  # a chunk of the log-prob passes' rows
+TRAINING_ROWS = 1024  # a log-prob pass's rows, at the fewest (`pass_rows`)
+MOST_TRAINING_ROWS = 8192  # a log-prob pass's rows, at the most (`pass_rows`)
 ROWS = {PATH: TRAINING_ROWS, DECODING: DECODING_ROWS, GRADIENTS: TRAINING_ROWS}  # per verdict
 WORK = 4e9  # floating-point operations a round multiplies at least (small products repeat)
 ROUNDS = 9  # alternating rounds timed first
@@ -181,15 +204,17 @@ def weight_copies(shapes: list[tuple[int, int, int]]) -> int:
     return max(1, math.ceil(DECODED_BYTES / (4 * weights)))
 
 
-def shapes_at(widths: Widths, verdict: str = PATH) -> list[tuple[int, int, int]]:
+def shapes_at(
+    widths: Widths, verdict: str = PATH, rows: int | None = None
+) -> list[tuple[int, int, int]]:
     """rows x in -> out of the products `verdict` times at `widths`: in -> out and back, as an
-    MLP's up and down projections, at the verdict's `ROWS`."""
+    MLP's up and down projections, at `rows` (the verdict's `ROWS` by default)."""
     hidden, out = widths
-    rows = ROWS[verdict]
+    rows = rows or ROWS[verdict]
     return [(rows, hidden, out), (rows, out, hidden)]
 
 
-def _time_both(widths: Widths, verdict: str = PATH) -> Verdict:
+def _time_both(widths: Widths, verdict: str = PATH, rows: int | None = None) -> Verdict:
     """Both kernels' time over `_operands(widths, verdict)`, repeated to `WORK`, per round,
     taking turns over `ROUNDS` rounds, and up to `MOST_ROUNDS` where the median's bounds
     (`median_bounds`) of the rounds' oneDNN / MKL ratios still straddle `FASTER_BY`; the
@@ -207,7 +232,7 @@ def _time_both(widths: Widths, verdict: str = PATH) -> Verdict:
         return low <= FASTER_BY <= high and high - low > CLOSE
 
     try:
-        given, flops, copies = _operands(widths, verdict)
+        given, flops, copies = _operands(widths, verdict, rows)
         timed = partial(_timed_rounds, times, given, max(1, math.ceil(WORK / flops)), copies)
         ratios = timed(1 + ROUNDS)  # the first round warms both up
         if not busy and undecided(median_bounds(ratios)):
@@ -227,9 +252,10 @@ def _time_both(widths: Widths, verdict: str = PATH) -> Verdict:
         else ""
     )
     log.info(
-        "%s at %dx%d: oneDNN %.0f us, MKL %.0f us: they %s%s",
+        "%s at %dx%d, %d rows: oneDNN %.0f us, MKL %.0f us: they %s%s",
         verdict,
         *widths,
+        shapes_at(widths, verdict, rows)[0][0],
         1e6 * onednn,
         1e6 * mkl,
         "go through oneDNN where proven" if faster else "stay on MKL",
@@ -266,15 +292,17 @@ def _timed_rounds(
     return [o / m for o, m in zip(times["onednn"][1:], times["mkl"][1:], strict=True)]
 
 
-def _operands(widths: Widths, verdict: str) -> tuple[dict[str, list[Operands]], float, int]:
+def _operands(
+    widths: Widths, verdict: str, rows: int | None = None
+) -> tuple[dict[str, list[Operands]], float, int]:
     """Each kernel's operands for `verdict` at `widths`, as it gets them: those of
-    `shapes_at(widths, verdict)` (with the outputs' gradients for `GRADIENTS`); for `DECODING`,
+    `shapes_at(widths, verdict, rows)` (with the outputs' gradients for `GRADIENTS`); for `DECODING`,
     `weight_copies` distinct weights in turn, oneDNN's reordered once, as decoding multiplies
     them. Also the floating-point operations of one pass over them, and the copies a pass
     holds (the timings are per copy)."""
     generator = torch.Generator().manual_seed(1234)
     gradients = verdict == GRADIENTS
-    shapes = shapes_at(widths, verdict)
+    shapes = shapes_at(widths, verdict, rows)
     copies = weight_copies(shapes) if verdict == DECODING else 1
     operands = [
         (
@@ -404,13 +432,18 @@ def _routable(module: nn.Module) -> bool:
 
 
 @contextlib.contextmanager
-def onednn_linears(network: nn.Module, enabled: bool = True) -> Iterator[int]:
+def onednn_linears(
+    network: nn.Module, enabled: bool = True, tokens: int | None = None
+) -> Iterator[int]:
     """Within the block, every float32 CPU `nn.Linear` of `network` (LoRA's base layers
     included) multiplies through oneDNN, where that is `usable` at the network's widths and
     proven on this network, its gradients' products too where `faster_here` says so for
-    `GRADIENTS` at those widths; otherwise nothing changes. Yields how many layers were routed."""
+    `GRADIENTS` at those widths; otherwise nothing changes. Both verdicts are timed at the rows
+    of a pass of `tokens` tokens (`pass_rows`; `TRAINING_ROWS` where not given). Yields how
+    many layers were routed."""
     widths = widths_of(network) if enabled else None  # no walk over the modules when not
-    if not usable(widths):
+    rows = None if tokens is None else pass_rows(tokens)
+    if not usable(widths, PATH, rows):
         yield 0
         return
     targets = [module for module in network.modules() if _routable(module)]
@@ -420,7 +453,7 @@ def onednn_linears(network: nn.Module, enabled: bool = True) -> Iterator[int]:
     if not targets or not proven(path, network, partial(check_onednn_products, network)):
         yield 0
         return
-    with routed(targets, faster_here(widths, GRADIENTS)) as count:
+    with routed(targets, faster_here(widths, GRADIENTS, rows)) as count:
         yield count
 
 

@@ -3,6 +3,7 @@ faster, caught when planted wrong, and undone after the block."""
 
 import json
 import logging
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -25,7 +26,9 @@ def answers(monkeypatch, products: bool, gradients: bool) -> None:
     """The verdicts taken as given at every width (decoding's as the products'), whatever
     this machine's timings say."""
     given = {onednn.PATH: products, onednn.DECODING: products, onednn.GRADIENTS: gradients}
-    monkeypatch.setattr(onednn, "faster_here", lambda widths, verdict=onednn.PATH: given[verdict])
+    monkeypatch.setattr(
+        onednn, "faster_here", lambda widths, verdict=onednn.PATH, rows=None: given[verdict]
+    )
 
 
 @pytest.fixture
@@ -229,7 +232,7 @@ def test_each_width_has_a_verdict_of_its_own(fresh, monkeypatch):
     own and kept apart."""
     timed = []
 
-    def timing(widths, verdict=onednn.PATH):
+    def timing(widths, verdict=onednn.PATH, rows=None):
         timed.append((widths, verdict))
         return per_machine.Verdict(widths == (576, 1536), True)
 
@@ -262,6 +265,60 @@ def test_each_verdict_times_the_widths_own_products_at_its_rows():
     assert onednn.shapes_at((128, 512), onednn.DECODING) == [(rows, 128, 512), (rows, 512, 128)]
 
 
+def test_a_pass_is_timed_at_its_rows_in_powers_of_two_each_under_a_name_of_its_own():
+    rows = onednn.TRAINING_ROWS
+    assert [onednn.pass_rows(t) for t in (1, 700, 1024, 1400, 1500, 2900, 4288, 10**6)] == [
+        rows,
+        rows,
+        rows,
+        rows,
+        2 * rows,
+        4 * rows,
+        4 * rows,
+        onednn.MOST_TRAINING_ROWS,
+    ]
+    assert onednn.shapes_at((128, 512), onednn.PATH, 4096) == [(4096, 128, 512), (4096, 512, 128)]
+    # the verdict's own rows keep the name it always had: what it names was timed there
+    assert onednn.verdict_name(onednn.PATH, (128, 512), rows) == "onednn_products.128x512"
+    assert onednn.verdict_name(onednn.PATH, (128, 512), 4096) == "onednn_products.128x512.rows4096"
+    assert onednn.verdict_name(onednn.GRADIENTS, (8, 32), 2048) == "onednn_gradients.8x32.rows2048"
+
+
+def test_the_routing_asks_both_verdicts_at_the_rows_of_its_pass(monkeypatch):
+    monkeypatch.setattr(onednn, "_answers", {})
+    asked = []
+    monkeypatch.setattr(onednn, "measured_once", lambda name, timing: asked.append(name) or True)
+    with onednn.onednn_linears(torch.nn.Sequential(torch.nn.Linear(4, 6)), tokens=4288):
+        assert asked == ["onednn_products.4x6.rows4096", "onednn_gradients.4x6.rows4096"]
+
+
+def test_log_probs_ask_the_verdicts_at_the_tokens_their_pass_reads(tiny_lm, monkeypatch):
+    """Each distinct prompt once and every completion but its last token: 2 x 3 prompt
+    columns and 64 rows of 49 tokens (3200 tokens: 4096 rows); whole rows read P + T - 1."""
+    asked = []
+
+    def faster_here(widths, verdict=onednn.PATH, rows=None):
+        asked.append((verdict, rows))
+        return False
+
+    monkeypatch.setattr(onednn, "faster_here", faster_here)
+    ids = torch.randint(3, 200, (64, 50))
+    prompt_ids = torch.randint(3, 200, (2, 3)).repeat_interleave(32, dim=0)
+    rollout = SimpleNamespace(
+        prompt_ids=prompt_ids,
+        prompt_mask=torch.ones_like(prompt_ids),
+        completion_ids=ids,
+        completion_mask=torch.ones_like(ids),
+        action_mask=torch.ones_like(ids),
+    )
+    with torch.no_grad():
+        tiny_lm.log_probs(rollout)
+        assert asked[-1] == (onednn.PATH, 4096)
+        whole = torch.cat([prompt_ids, ids], dim=1)
+        tiny_lm.token_log_probs(whole, torch.ones_like(whole), 50)
+        assert asked[-1] == (onednn.PATH, onednn.pass_rows(64 * 52))
+
+
 def test_a_networks_widths_are_its_weightiest_recurring_linear_shape(tiny_lm):
     assert onednn.widths_of(tiny_lm.network) == (128, 512)  # hidden -> MLP, not the head
     blocks = [
@@ -276,12 +333,23 @@ def test_a_networks_widths_are_its_weightiest_recurring_linear_shape(tiny_lm):
 
 def test_a_kept_verdicts_name_leads_back_to_its_decision(fresh, monkeypatch):
     """`benchmarks/fast_paths.py --retime` times again every verdict kept on the machine."""
-    monkeypatch.setattr(onednn, "_time_both", lambda widths, verdict: verdict == onednn.GRADIENTS)
+    timed = []
+
+    def timing(widths, verdict, rows=None):
+        timed.append(onednn.shapes_at(widths, verdict, rows)[0][0])
+        return verdict == onednn.GRADIENTS
+
+    monkeypatch.setattr(onednn, "_time_both", timing)
     assert onednn.decider("onednn_gradients.24x96")() is True
     assert onednn.decider("onednn_products.24x96")() is False
     assert onednn.decider("onednn_packed_decoding.24x96")() is False
+    assert onednn.decider("onednn_products.24x96.rows4096")() is False
+    train, decoding = onednn.TRAINING_ROWS, onednn.DECODING_ROWS
+    assert timed == [train, train, decoding, 4096]  # each at the rows its name says
     assert kept_file(fresh, onednn.GRADIENTS).exists()
-    for other in ("onednn_products", "onednn_products.24", "onednn_products.ax9", "fused_steps"):
+    assert (fresh / "onednn_products.24x96.rows4096.json").exists()
+    others = ("onednn_products", "onednn_products.24", "onednn_products.ax9", "fused_steps")
+    for other in (*others, "onednn_products.24x96.rows", "onednn_products.24x96.rowsful"):
         assert onednn.decider(other) is None
 
 
