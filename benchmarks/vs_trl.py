@@ -77,6 +77,7 @@ from vs_trl_report import group_summary, learning_text, markdown, text_table
 from vs_trl_trl import require_trl
 
 FRAMEWORKS = ("ours", "trl")
+SHORT_PROMPT_TOKENS = 16  # about the tokens of one of `make_prompts`' short questions
 
 
 # ------------------------------------------------------------------------------------ workers
@@ -455,7 +456,8 @@ def save(report: dict[str, Any], out: Path) -> None:
 def pass_tokens(shape: Shape) -> int:
     """About the tokens of one of our log-prob passes on `shape` (each prompt once, every
     completion; our runs here take one pass a step): what its verdicts are timed at."""
-    return shape.completions * shape.tokens + shape.batch * (shape.prompt_tokens or 16)
+    prompt = shape.prompt_tokens or SHORT_PROMPT_TOKENS
+    return shape.completions * shape.tokens + shape.batch * prompt
 
 
 def machine_choices(models: Iterable[tuple[Path, int | None]]) -> list[str]:
