@@ -31,6 +31,7 @@ from __future__ import annotations
 import argparse
 import statistics
 import time
+from collections import Counter
 from collections.abc import Callable
 from functools import partial
 from pathlib import Path
@@ -64,28 +65,39 @@ def step_kernels(weights: list, rows: int) -> dict[str, Callable[[], list]]:
     return {name: partial(step, kernel) for name, kernel in products.items()}
 
 
+def taking_turns(
+    kernels: dict[str, Callable[[], object]],
+    rounds: int,
+    before: Callable[[], object] | None = None,
+) -> dict[str, list[float]]:
+    """Each kernel's seconds per call over `rounds` rounds, every kernel once a round, which goes
+    first alternating, after one round that warms them up (not counted); `before` runs before
+    each call, untimed."""
+    times: dict[str, list[float]] = {name: [] for name in kernels}
+    for turn in range(rounds + 1):
+        for name in list(kernels) if turn % 2 else list(reversed(kernels)):
+            if before is not None:
+                before()
+            start = time.perf_counter()
+            kernels[name]()
+            if turn:
+                times[name].append(time.perf_counter() - start)
+    return times
+
+
 def by_shape(
     weights: list, rows: int, rounds: int
 ) -> dict[tuple[int, int], tuple[int, dict[str, float]]]:
     """Per distinct weight shape (out, in): its count among `weights` and each kernel's median
     seconds for one product of `rows` rows, the kernels taking turns over `rounds` rounds
     after one that warms them up."""
-    counts: dict[tuple[int, int], int] = {}
+    counts = Counter(tuple(weight.shape) for weight in weights)
     first: dict[tuple[int, int], object] = {}
     for weight in weights:
-        shape = tuple(weight.shape)
-        counts[shape] = counts.get(shape, 0) + 1
-        first.setdefault(shape, weight)
+        first.setdefault(tuple(weight.shape), weight)
     found = {}
     for shape, weight in first.items():
-        kernels = step_kernels([weight], rows)
-        times: dict[str, list[float]] = {name: [] for name in kernels}
-        for turn in range(rounds + 1):
-            for name in list(kernels) if turn % 2 else list(reversed(kernels)):
-                start = time.perf_counter()
-                kernels[name]()
-                if turn:
-                    times[name].append(time.perf_counter() - start)
+        times = taking_turns(step_kernels([weight], rows), rounds)
         found[shape] = (counts[shape], {k: statistics.median(v) for k, v in times.items()})
     return found
 
@@ -139,17 +151,9 @@ def main() -> None:
         )
         print_by_shape(by_shape(weights, args.rows, args.rounds), args.rows)
         return
-    kernels = step_kernels(weights, args.rows)
     other = torch.zeros(EVICTED_BYTES // 4)
-    times: dict[str, list[float]] = {name: [] for name in kernels}
-    for turn in range(args.rounds + 1):  # the first round warms up, not counted
-        order = list(kernels) if turn % 2 else list(reversed(kernels))
-        for name in order:
-            other.add_(1.0)  # the caches hold other data, as after a step's attention
-            start = time.perf_counter()
-            kernels[name]()
-            if turn:
-                times[name].append(time.perf_counter() - start)
+    # the caches hold other data before each step, as after a step's attention
+    times = taking_turns(step_kernels(weights, args.rows), args.rounds, partial(other.add_, 1.0))
     size = sum(w.numel() for w in weights) * 4 / 2**20
     print(
         f"{processor()}, {torch.get_num_threads()} threads: one step's products of "
@@ -180,15 +184,15 @@ def rollouts(args: argparse.Namespace) -> None:
     prompts = [f"Question {i}: what is {i} + {3 * i}? Answer:" for i in range(args.prompts)]
     sampler = HFSampler(max_completion_length=args.tokens, min_completion_length=args.tokens)
     widths = onednn.widths_of(lm.network)
-    seconds: dict[str, list[float]] = {"mkl": [], "onednn": []}
+
+    def rollout(through_onednn: bool) -> None:
+        onednn.take(onednn.DECODING, widths, through_onednn)  # decoding's kernel now
+        sampler.sample(lm, prompts, group_size=args.group_size)
+
     torch.manual_seed(0)
-    for turn in range(args.rollouts + 1):  # the first pair warms up, not counted
-        for name in ("mkl", "onednn") if turn % 2 else ("onednn", "mkl"):
-            onednn.take(onednn.DECODING, widths, name == "onednn")  # decoding's kernel now
-            start = time.perf_counter()
-            sampler.sample(lm, prompts, group_size=args.group_size)
-            if turn:
-                seconds[name].append(time.perf_counter() - start)
+    seconds = taking_turns(
+        {"mkl": partial(rollout, False), "onednn": partial(rollout, True)}, args.rollouts
+    )
     ratio = statistics.median(o / m for o, m in zip(seconds["onednn"], seconds["mkl"], strict=True))
     print(
         f"rollouts of {args.prompts} x {args.group_size} rows, {args.tokens} tokens, "

@@ -46,3 +46,11 @@ def test_by_shape_times_each_distinct_shape_once_with_its_count(capsys):
         "4 x 8 -> 5"
     )
     assert lines[-1].lstrip().startswith("one pass, every weight")
+
+
+def test_the_kernels_take_turns_after_a_round_that_warms_them_up():
+    calls = []
+    kernels = {name: (lambda name=name: calls.append(name)) for name in ("a", "b")}
+    times = decoding_products.taking_turns(kernels, rounds=2, before=lambda: calls.append("-"))
+    assert calls == ["-", "b", "-", "a", "-", "a", "-", "b", "-", "b", "-", "a"]
+    assert {name: len(seconds) for name, seconds in times.items()} == {"a": 2, "b": 2}
