@@ -190,7 +190,8 @@ class CausalLM(nn.Module):
         every completion of the group, gradients included (`prompt_groups`)."""
         groups = prompt_groups(sequences.prompt_ids, sequences.prompt_mask)
         if groups is not None and not checkpointed(self.network):
-            # what the pass reads: each distinct prompt once, each completion but its last token
+            # about what the pass reads (each distinct prompt once, then the completions): the
+            # rows its oneDNN verdicts are timed at
             tokens = sequences.prompt_ids[groups[0]].numel() + sequences.completion_ids.numel()
             with self._lean(tokens):
                 return self._grouped_log_probs(sequences, *groups, temperature, with_entropy)
