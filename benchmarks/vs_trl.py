@@ -17,7 +17,10 @@ ours-then-TRL, each run in a fresh subprocess. Per run: seconds per step (median
 consecutive step ends, the first step excluded as warm-up; a step is everything the framework
 does: generation, reward, losses, backward, optimizer, logging), completion tokens per second
 (generated tokens per step / s per step), peak RSS of the worker, mean completion length,
-mean reward per step. Printed, and written to --out (JSON) and vs_trl.md beside it.
+mean reward per step, and the median seconds of each phase of a step: ours' `timing/<phase>`
+(sampling, reward, log_probs, update), TRL's timed around its model's generate, the reward
+function, its per-token log-prob forwards and the backward; `rest` is the step outside them
+(TRL's optimizer step among it). Printed, and written to --out (JSON) and vs_trl.md beside it.
 
 On a GPU (--device cuda) both sides run on one CUDA device with bf16 weights and no autocast
 (ours `hardware=[gpu]`, i.e. Lightning's bf16-true; TRL the model loaded in bf16 with

@@ -198,8 +198,7 @@ class RunResult:
     @property
     def step_seconds(self) -> list[float]:
         """Seconds of every step after the first: the time between consecutive step ends."""
-        ends = self.step_ends
-        return [later - earlier for earlier, later in zip(ends, ends[1:], strict=False)]
+        return step_seconds(self.step_ends)
 
     @property
     def first_step_seconds(self) -> float:
@@ -243,6 +242,28 @@ class RunResult:
     @classmethod
     def load(cls, path: Path) -> RunResult:
         return cls(**json.loads(path.read_text()))
+
+
+def step_seconds(ends: list[float]) -> list[float]:
+    """Seconds of every step after the first, from the times at which the steps ended."""
+    return [later - earlier for earlier, later in zip(ends, ends[1:], strict=False)]
+
+
+def phase_seconds(step_seconds: list[float], per_step: dict[str, list[float]]) -> dict[str, float]:
+    """Median seconds of each phase over the timed steps, and `rest`: the median of each
+    step's seconds outside its phases. `per_step[name][i]` is the phase's time within the
+    step that took `step_seconds[i]`; a phase with too few values is left out, and `rest`
+    is given only where every phase has one value per step."""
+    medians = {
+        name: round(statistics.median(values), 3) for name, values in per_step.items() if values
+    }
+    if step_seconds and all(len(values) == len(step_seconds) for values in per_step.values()):
+        outside = [
+            seconds - sum(values[i] for values in per_step.values())
+            for i, seconds in enumerate(step_seconds)
+        ]
+        medians["rest"] = round(statistics.median(outside), 3)
+    return medians
 
 
 def peak_gpu_gib() -> float:

@@ -4,7 +4,6 @@ Lightning callback at the end of every step, its figures read back from MLflow."
 from __future__ import annotations
 
 import json
-import statistics
 import time
 from pathlib import Path
 from typing import Any
@@ -21,6 +20,8 @@ from vs_trl_common import (
     Shape,
     peak_gpu_gib,
     peak_rss_gib,
+    phase_seconds,
+    step_seconds,
 )
 
 STEP_ENDS: list[float] = []  # filled by StepClock: this process runs one training only
@@ -251,12 +252,15 @@ def run_speed(spec: dict[str, Any]) -> RunResult:
             "start_marks": {name: round(at - started, 2) for name, at in MARKS.items()},
             "fast_paths": {v.path: v.proven for v in probes},
             "probe_seconds_by_path": {v.path: round(v.seconds, 3) for v in probes},
-            # median seconds of each phase of a step after the first (`timing/<phase>`)
-            "phase_seconds": {
-                name.removeprefix("timing/"): round(statistics.median(values[1:] or values), 3)
-                for name in phases
-                if (values := history[name])
-            },
+            # median seconds of each phase of a step after the first (`timing/<phase>`),
+            # and of the rest of the step
+            "phase_seconds": phase_seconds(
+                step_seconds(STEP_ENDS),
+                {
+                    name.removeprefix("timing/"): history[name][1:] or history[name]
+                    for name in phases
+                },
+            ),
         },
     )
 

@@ -1,11 +1,14 @@
 """TRL's side of `benchmarks/vs_trl.py`: one run of TRL's `GRPOTrainer` in this process, timed
-by a `TrainerCallback` at the end of every step, its figures read from the log history."""
+by a `TrainerCallback` at the end of every step, its figures read from the log history, and
+its step split into phases by `PhaseClock`."""
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import json
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +19,8 @@ from vs_trl_common import (
     RunResult,
     peak_gpu_gib,
     peak_rss_gib,
+    phase_seconds,
+    step_seconds,
     trl_dense_reward,
 )
 
@@ -38,6 +43,59 @@ def step_clock(ends: list[float]) -> Any:
             ends.append(time.perf_counter())
 
     return StepClock()
+
+
+class PhaseClock:
+    """The spans of a TRL step's phases, timed around what the trainer calls: the model's
+    `generate` (sampling), the reward function (reward), the trainer's per-token log-prob
+    forwards (log_probs: the reference's and the trained forward, as ours' log_probs phase)
+    and the accelerator's `backward` (ours' update adds the clipping and the optimizer step,
+    which TRL's `rest` holds)."""
+
+    PHASES = ("sampling", "reward", "log_probs", "backward")
+
+    def __init__(self) -> None:
+        self.spans: list[tuple[str, float, float]] = []  # (phase, start, end)
+
+    def timed(self, phase: str, function: Callable[..., Any]) -> Callable[..., Any]:
+        """`function`, its calls recorded as spans of `phase`."""
+
+        @functools.wraps(function)
+        def call(*args: Any, **kwargs: Any) -> Any:
+            start = time.perf_counter()
+            try:
+                return function(*args, **kwargs)
+            finally:
+                self.spans.append((phase, start, time.perf_counter()))
+
+        return call
+
+    def attach(self, trainer: Any) -> bool:
+        """Time `trainer`'s phases; False (nothing timed) where this TRL release lacks one of
+        the methods wrapped."""
+        forwards = getattr(trainer, "_get_per_token_logps_and_entropies", None)
+        if forwards is None or not hasattr(trainer.model, "generate"):
+            return False
+        trainer.model.generate = self.timed("sampling", trainer.model.generate)
+        trainer._get_per_token_logps_and_entropies = self.timed("log_probs", forwards)
+        trainer.accelerator.backward = self.timed("backward", trainer.accelerator.backward)
+        return True
+
+    def per_step(self, ends: list[float]) -> dict[str, list[float]]:
+        """Each phase's seconds within each step after the first: the spans that start after
+        one step's end and by the next."""
+        steps = list(zip(ends, ends[1:], strict=False))
+        return {
+            phase: [
+                sum(
+                    end - start
+                    for name, start, end in self.spans
+                    if name == phase and earlier < start <= later
+                )
+                for earlier, later in steps
+            ]
+            for phase in self.PHASES
+        }
 
 
 def history_of(log_history: list[dict[str, Any]], name: str) -> list[float]:
@@ -123,9 +181,10 @@ def run_speed(spec: dict[str, Any]) -> RunResult:
         torch_compile=bool(spec.get("compile")),  # the model through torch.compile (--compile)
     )
     ends: list[float] = []
+    clock = PhaseClock()
     trainer = GRPOTrainer(
         model=model,
-        reward_funcs=trl_dense_reward,
+        reward_funcs=clock.timed("reward", trl_dense_reward),
         args=args,
         train_dataset=Dataset.from_dict({"prompt": prompts * steps}),
         processing_class=tokenizer,
@@ -137,6 +196,8 @@ def run_speed(spec: dict[str, Any]) -> RunResult:
         for parameter in trainer.model.parameters():
             if parameter.is_floating_point() and parameter.dtype != dtype:
                 parameter.data = parameter.data.to(dtype)
+    # on a GPU the calls return before the device finishes: phases are timed on the CPU only
+    timed = device == "cpu" and clock.attach(trainer)
     trainer.train()
     log = trainer.state.log_history
     return RunResult(
@@ -156,7 +217,15 @@ def run_speed(spec: dict[str, Any]) -> RunResult:
         device=device,
         peak_gpu_gib=peak_gpu_gib(),
         started=started,
-        details={"compiled": bool(spec.get("compile"))},
+        details={
+            "compiled": bool(spec.get("compile")),
+            # median seconds of each phase of a step after the first, and of the rest
+            **(
+                {"phase_seconds": phase_seconds(step_seconds(ends), clock.per_step(ends))}
+                if timed
+                else {}
+            ),
+        },
     )
 
 
