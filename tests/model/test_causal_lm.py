@@ -158,9 +158,23 @@ def ungrouped(lm, rollout, temperature=1.0):
     return lm.token_log_probs(ids, mask, width, temperature, with_entropy=True)
 
 
+# prompts, and the rows they make at G 3: each group's first row, each row's distinct prompt
+# (equal groups: the prompt cache repeated row by row; a prompt asked twice, 6 rows of one
+# prompt: its rows selected by index)
+GROUPINGS = {
+    "equal groups": (["What is 12 + 30?\nAnswer:", "Hi"], [0, 3], [0, 0, 0, 1, 1, 1]),
+    "unequal groups": (["What is 12 + 30?\nAnswer:", "Hi", "Hi"], [0, 3], [0] * 3 + [1] * 6),
+}
+
+
+@pytest.mark.parametrize("grouping", GROUPINGS)
 @pytest.mark.parametrize("lora", [False, True])
-def test_a_group_reads_its_prompt_once_with_the_same_scores_and_gradients(tiny_lm, lora):
+def test_a_group_reads_its_prompt_once_with_the_same_scores_and_gradients(
+    tiny_lm, lora, grouping
+):
     from src.model.causal_lm import CausalLM, prompt_groups
+
+    prompts, first_rows, owners = GROUPINGS[grouping]
 
     lm = tiny_lm
     if lora:
@@ -174,11 +188,9 @@ def test_a_group_reads_its_prompt_once_with_the_same_scores_and_gradients(tiny_l
         )
         lm = CausalLM(network, tiny_lm.tokenizer)
     torch.manual_seed(1)
-    rollout = HFSampler(max_completion_length=6).sample(
-        lm, ["What is 12 + 30?\nAnswer:", "Hi", "Hi"], group_size=3
-    )
+    rollout = HFSampler(max_completion_length=6).sample(lm, prompts, group_size=3)
     first, owner = prompt_groups(rollout.prompt_ids, rollout.prompt_mask)
-    assert first.tolist() == [0, 3] and owner.tolist() == [0, 0, 0, 1, 1, 1, 1, 1, 1]
+    assert first.tolist() == first_rows and owner.tolist() == owners
     counted = rollout.completion_mask.bool()
     scores = []
     for grouped in (True, False):
@@ -268,3 +280,33 @@ def test_selected_log_softmax_has_autograds_values_and_gradients():
     finite = torch.randn(2, 3, 7, dtype=torch.float64, requires_grad=True)
     picks = torch.randint(0, 7, (2, 3))
     assert torch.autograd.gradcheck(lambda x: SelectedLogSoftmax.apply(x, picks)[0], (finite,))
+
+
+class RecordedCache:
+    """What `copy_to_rows` asks of a transformers cache."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, object]] = []
+
+    def batch_repeat_interleave(self, repeats: int) -> None:
+        self.calls.append(("repeat", repeats))
+
+    def batch_select_indices(self, indices: torch.Tensor) -> None:
+        self.calls.append(("select", indices.tolist()))
+
+
+@pytest.mark.parametrize(
+    ("owner", "prompts", "call"),
+    [
+        ([0, 0, 1, 1, 2, 2], 3, ("repeat", 2)),  # a rollout's groups
+        ([0, 1, 2], 3, ("repeat", 1)),
+        ([0, 0, 0, 1, 1], 2, ("select", [0, 0, 0, 1, 1])),  # unequal groups
+        ([1, 1, 0, 0], 2, ("select", [1, 1, 0, 0])),  # not in prompt order
+    ],
+)
+def test_rows_take_their_prompts_cache_by_repeats_where_groups_are_equal(owner, prompts, call):
+    from src.model.fast.shared_prompt import copy_to_rows
+
+    cache = RecordedCache()
+    copy_to_rows(cache, torch.tensor(owner), prompts)
+    assert cache.calls == [call]

@@ -2,8 +2,8 @@
 
 The G completions of a group share their prompt. Scoring them as G full sequences runs the
 prompt G times; here each distinct prompt runs once with the network's own key/value cache,
-the cache rows are selected per continuation (`batch_select_indices`, gradients flow back
-through the copies), and the continuations run on top. This relies on the network taking
+the cache rows are copied to each continuation (`copy_to_rows`, gradients flow back through
+the copies), and the continuations run on top. This relies on the network taking
 the cache it is handed and attending over it: a transformers release that renamed the cache
 keyword once made the attention drop it, so continuations attended only to themselves. The
 probe (`check_shared_prompt`) compares the logits with the full sequences' on a probe batch
@@ -68,7 +68,7 @@ def cached_continuations(
         **keep_logits(1),
     )
     cache = returned_cache(prompt)
-    cache.batch_select_indices(owner)  # each row continues its own prompt's keys and values
+    copy_to_rows(cache, owner, prompt_ids.size(0))
     row_mask = prompt_mask[owner]
     positions = row_mask.sum(dim=1, keepdim=True)
     positions = positions + torch.arange(ids.size(1), device=positions.device)
@@ -81,6 +81,20 @@ def cached_continuations(
         **keep_logits(ids.size(1)),
     ).logits
     return prompt.logits[owner, -1:, :], logits
+
+
+def copy_to_rows(cache: Any, owner: Tensor, prompts: int) -> None:
+    """Give each row of `owner` its own prompt's keys and values in `cache`, which holds the
+    `prompts` prompts'. Where every prompt is followed by the same number of its rows (a
+    rollout's groups), the cache is repeated row by row: its backward sums each prompt's rows,
+    where selecting the rows by index accumulates them one index at a time, several times
+    slower."""
+    repeats = owner.numel() // prompts
+    in_groups = torch.arange(prompts, device=owner.device).repeat_interleave(repeats)
+    if owner.numel() == prompts * repeats and torch.equal(owner, in_groups):
+        cache.batch_repeat_interleave(repeats)
+    else:
+        cache.batch_select_indices(owner)
 
 
 def full_continuations(
