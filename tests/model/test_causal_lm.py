@@ -169,9 +169,7 @@ GROUPINGS = {
 
 @pytest.mark.parametrize("grouping", GROUPINGS)
 @pytest.mark.parametrize("lora", [False, True])
-def test_a_group_reads_its_prompt_once_with_the_same_scores_and_gradients(
-    tiny_lm, lora, grouping
-):
+def test_a_group_reads_its_prompt_once_with_the_same_scores_and_gradients(tiny_lm, lora, grouping):
     from src.model.causal_lm import CausalLM, prompt_groups
 
     prompts, first_rows, owners = GROUPINGS[grouping]
