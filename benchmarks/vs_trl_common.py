@@ -249,18 +249,18 @@ def step_seconds(ends: list[float]) -> list[float]:
     return [later - earlier for earlier, later in zip(ends, ends[1:], strict=False)]
 
 
-def phase_seconds(step_seconds: list[float], per_step: dict[str, list[float]]) -> dict[str, float]:
+def phase_seconds(steps: list[float], per_step: dict[str, list[float]]) -> dict[str, float]:
     """Median seconds of each phase over the timed steps, and `rest`: the median of each
     step's seconds outside its phases. `per_step[name][i]` is the phase's time within the
-    step that took `step_seconds[i]`; a phase with too few values is left out, and `rest`
-    is given only where every phase has one value per step."""
+    step that took `steps[i]` seconds; a phase without values is left out, and `rest` is
+    given only where every phase has one value per step."""
     medians = {
         name: round(statistics.median(values), 3) for name, values in per_step.items() if values
     }
-    if step_seconds and all(len(values) == len(step_seconds) for values in per_step.values()):
+    if steps and all(len(values) == len(steps) for values in per_step.values()):
         outside = [
             seconds - sum(values[i] for values in per_step.values())
-            for i, seconds in enumerate(step_seconds)
+            for i, seconds in enumerate(steps)
         ]
         medians["rest"] = round(statistics.median(outside), 3)
     return medians
