@@ -66,6 +66,11 @@ TANH_GELUS = frozenset({"gelu_pytorch_tanh"})
 # (`_grouped_attention`) from this many columns on; below it, row by row (fewer operations a
 # step: on short prompts they cost more than the cache they spare, docs/performance.md)
 GROUPED_FROM = 128
+# a decoding step reads its key/value room whole, the columns not yet written closed, once the
+# written ones are at least this share of it: the rows' columns then lie end to end in memory,
+# which the processor streams several times faster than the same rows' written columns with
+# gaps between them (docs/performance.md)
+READ_WHOLE_FROM = 0.5
 
 
 @dataclass(frozen=True)
@@ -258,6 +263,7 @@ class LlamaSteps:
         bias = torch.zeros(prompts, width, device=real.device)
         bias[:, :filled].masked_fill_(~real, float("-inf"))
         self.bias = bias.repeat_interleave(group_size * kv_heads, dim=0).unsqueeze(1)
+        self._close_unwritten(filled)
         self.filled = filled
         self.prompts, self.group, self.prompt_width = prompts, group_size, filled
         return self._final_norm(hidden[:, -1])
@@ -363,6 +369,7 @@ class LlamaSteps:
         bias = torch.zeros(self.rows, width, device=layout.real.device)
         bias[:, : layout.width].masked_fill_(~layout.real, float("-inf"))
         self.bias = bias.repeat_interleave(self.kv_heads, dim=0).unsqueeze(1)
+        self._close_unwritten(layout.width)
         self.filled = layout.width
         self.prompts, self.group, self.prompt_width = self.rows, 1, 0
         return self._final_norm(hidden[:, -1])
@@ -381,6 +388,7 @@ class LlamaSteps:
         matrices, per_kv = rows * kv_heads, heads // kv_heads
         at = self.filled
         self.filled += 1
+        self.bias[..., at] = 0.0  # the column this step writes is open from now on
         tables = self._rotary(positions)
         hidden = self._embedded(tokens)
         rotated_width = (heads + kv_heads) * dim
@@ -405,19 +413,35 @@ class LlamaSteps:
             if self.group > 1 and self.prompt_width - first >= GROUPED_FROM:
                 attended = self._grouped_attention(queries, keys, values, first, at)
             else:
+                end = self._read_end(first, at)
                 scores = torch.baddbmm(
-                    self.bias[..., first : at + 1],
+                    self.bias[..., first:end],
                     queries,
-                    keys[:, first : at + 1].transpose(1, 2),
+                    keys[:, first:end].transpose(1, 2),
                     alpha=self.scaling,
                 )
-                attended = torch.bmm(scores.softmax(dim=-1), values[:, first : at + 1])
+                attended = torch.bmm(scores.softmax(dim=-1), values[:, first:end])
             attention = layer.out(attended.view(rows, heads * dim))
             hidden = hidden + self._sandwiched(attention, layer.post_attention)
             gate, up = layer.gate_up(self._normalized(hidden)).chunk(2, dim=1)
             mlp = layer.down(self.activation(gate) * up)
             hidden = hidden + self._sandwiched(mlp, layer.post_mlp)
         return self._final_norm(hidden)
+
+    def _close_unwritten(self, filled: int) -> None:
+        """The cache's columns from `filled` on hold zeros and are closed in `bias` until a
+        step writes them: a step that reads its room whole (`_read_end`) reads finite numbers
+        there, which weigh exactly 0 after the softmax."""
+        for room in (*self.keys, *self.values):
+            room[:, filled:].zero_()
+        self.bias[..., filled:] = float("-inf")
+
+    def _read_end(self, first: int, at: int) -> int:
+        """The column after the last that a step writing column `at` reads from `first` on:
+        its room's end once the columns written are at least `READ_WHOLE_FROM` of what that
+        reads (the closed ones weigh 0), else `at + 1`."""
+        width = self.bias.size(-1)
+        return width if at + 1 - first >= READ_WHOLE_FROM * (width - first) else at + 1
 
     def _final_norm(self, hidden: Tensor) -> Tensor:
         """The final RMSNorm: Llama's rounds the normalised values before its weight

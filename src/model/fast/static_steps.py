@@ -52,14 +52,11 @@ class StaticSteps(LlamaSteps):
         self, prompt_ids: Tensor, prompt_mask: Tensor, group_size: int, new_tokens: int
     ) -> Tensor:
         logits = super().prefill(prompt_ids, prompt_mask, group_size, new_tokens)
-        with torch.inference_mode():  # the cache's unwritten room is read (masked) by attention:
-            for room in (*self.keys, *self.values):  # zeros, not whatever memory held
-                room[:, self.filled :].zero_()
+        # the cache's unwritten room, read (masked) by attention, holds zeros and is closed in
+        # `bias` (`LlamaSteps._close_unwritten`), which holds one row per (row, key/value
+        # head): the first head's is the row's
         width = self.bias.size(-1)
-        written = torch.arange(width, device=prompt_ids.device) < self.filled
-        # `bias` holds one row per (row, key/value head): the first head's is the row's
-        real = self.bias[:: self.kv_heads].view(self.rows, width) == 0
-        self.allowed = (real & written).view(self.rows, 1, 1, width)
+        self.allowed = self.bias[:: self.kv_heads].view(self.rows, 1, 1, width) == 0
         self.at = torch.full((1,), self.filled, dtype=torch.long, device=prompt_ids.device)
         return logits
 

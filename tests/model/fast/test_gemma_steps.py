@@ -37,9 +37,18 @@ def long_prompts() -> tuple[torch.Tensor, torch.Tensor]:
 @pytest.mark.parametrize("steps_class", [LlamaSteps, StaticSteps], ids=["fused", "static"])
 @pytest.mark.parametrize("build", SERVED.values(), ids=SERVED.keys())
 @pytest.mark.parametrize("given", [prompts, long_prompts], ids=["short", "past-the-window"])
-@pytest.mark.parametrize("grouped_from", [1, 10_000], ids=["prompt-once-per-group", "row-by-row"])
-def test_steps_give_the_modules_log_probs(steps_class, build, given, grouped_from, monkeypatch):
+@pytest.mark.parametrize(
+    ("grouped_from", "read_whole_from"),
+    [(1, 0.5), (10_000, 0.5), (10_000, 0.0)],
+    ids=["prompt-once-per-group", "row-by-row", "row-by-row-room-whole"],
+)
+def test_steps_give_the_modules_log_probs(
+    steps_class, build, given, grouped_from, read_whole_from, monkeypatch
+):
     monkeypatch.setattr(llama_steps, "GROUPED_FROM", grouped_from)  # both attention routes
+    # and both reads of the room: its whole width, the unwritten columns closed, and first
+    # the written columns only, then the whole width once they are half of it
+    monkeypatch.setattr(llama_steps, "READ_WHOLE_FROM", read_whole_from)
     network = build()
     ids, mask = given(VOCAB) if given is prompts else given()
     tokens = torch.randint(1, VOCAB, (6, 6))  # 3 completions per prompt, past the window too

@@ -36,8 +36,17 @@ def attention_route(request, monkeypatch):
     return request.param
 
 
+@pytest.fixture(params=[0.0, 0.5, 1.5], ids=["room-whole", "room-whole-from-half", "written-only"])
+def read_route(request, monkeypatch):
+    """The columns a step's attention reads: its whole key/value room from the first step on
+    (the columns not yet written hold zeros and are closed), from when the written columns are
+    half of it (the default), or only the columns written."""
+    monkeypatch.setattr(llama_steps, "READ_WHOLE_FROM", request.param)
+    return request.param
+
+
 @pytest.mark.parametrize("build", SERVED.values(), ids=SERVED.keys())
-def test_steps_give_the_modules_log_probs(build, attention_route):
+def test_steps_give_the_modules_log_probs(build, attention_route, read_route):
     network = build()
     ids, mask = prompts(SMALL["vocab_size"])
     tokens = torch.randint(1, SMALL["vocab_size"], (6, 5))  # 3 completions per prompt
@@ -49,7 +58,7 @@ def test_steps_give_the_modules_log_probs(build, attention_route):
     assert (ours - theirs).abs().max() < 1e-5
 
 
-def test_a_one_token_prompt_and_a_fully_padded_start_read_as_the_modules_do():
+def test_a_one_token_prompt_and_a_fully_padded_start_read_as_the_modules_do(read_route):
     network = small_llama()
     ids = torch.tensor([[7], [9]])
     tokens = torch.randint(1, SMALL["vocab_size"], (4, 3))
