@@ -46,6 +46,27 @@ ADVANTAGES = "tests/grpo/test_advantages.py"
 LOSSES = "tests/grpo/test_policy_losses.py"
 MUTATIONS = [
     Mutation(
+        "decoding: the columns not yet written are left open when the room is read whole",
+        "src/model/fast/llama_steps.py",
+        '        self.bias[..., filled:] = float("-inf")\n',
+        "",
+        ("tests/model/fast/test_llama_steps.py",),
+    ),
+    Mutation(
+        "decoding: a step does not open the column it writes",
+        "src/model/fast/llama_steps.py",
+        "        self.bias[..., at] = 0.0  # the column this step writes is open from now on\n",
+        "",
+        ("tests/model/fast/test_llama_steps.py",),
+    ),
+    Mutation(
+        "shared prompt: rows take their prompt's cache by repeats in unequal groups too",
+        "src/model/fast/shared_prompt.py",
+        "if owner.numel() == prompts * repeats and torch.equal(owner, in_groups):",
+        "if True:",
+        ("tests/model/test_causal_lm.py",),
+    ),
+    Mutation(
         "oneDNN linear without its bias gradient",
         "src/model/fast/onednn.py",
         "            grad_bias = flat.sum(0)\n",
