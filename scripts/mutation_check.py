@@ -48,8 +48,8 @@ MUTATIONS = [
     Mutation(
         "decoding: the columns not yet written are left open when the room is read whole",
         "src/model/fast/llama_steps.py",
-        '        self.bias[..., filled:] = float("-inf")\n',
-        "",
+        "        bias[:, :filled].masked_fill_(real, 0.0)\n",
+        "        bias[:, :filled].masked_fill_(real, 0.0)\n        bias[:, filled:] = 0.0\n",
         ("tests/model/fast/test_llama_steps.py",),
     ),
     Mutation(

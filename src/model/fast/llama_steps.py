@@ -260,10 +260,7 @@ class LlamaSteps:
                     source.unsqueeze(1)
                 )
                 target.append(room)
-        bias = torch.zeros(prompts, width, device=real.device)
-        bias[:, :filled].masked_fill_(~real, float("-inf"))
-        self.bias = bias.repeat_interleave(group_size * kv_heads, dim=0).unsqueeze(1)
-        self._close_unwritten(filled)
+        self._cache_written(real, width, group_size * kv_heads)
         self.filled = filled
         self.prompts, self.group, self.prompt_width = prompts, group_size, filled
         return self._final_norm(hidden[:, -1])
@@ -366,10 +363,7 @@ class LlamaSteps:
                 view[:, :, : old.size(2)] = old
                 view[:, :, old.size(2) : layout.width] = new
                 target.append(room)
-        bias = torch.zeros(self.rows, width, device=layout.real.device)
-        bias[:, : layout.width].masked_fill_(~layout.real, float("-inf"))
-        self.bias = bias.repeat_interleave(self.kv_heads, dim=0).unsqueeze(1)
-        self._close_unwritten(layout.width)
+        self._cache_written(layout.real, width, self.kv_heads)
         self.filled = layout.width
         self.prompts, self.group, self.prompt_width = self.rows, 1, 0
         return self._final_norm(hidden[:, -1])
@@ -428,13 +422,19 @@ class LlamaSteps:
             hidden = hidden + self._sandwiched(mlp, layer.post_mlp)
         return self._final_norm(hidden)
 
-    def _close_unwritten(self, filled: int) -> None:
-        """The cache's columns from `filled` on hold zeros and are closed in `bias` until a
-        step writes them: a step that reads its room whole (`_read_end`) reads finite numbers
-        there, which weigh exactly 0 after the softmax."""
+    def _cache_written(self, real: Tensor, width: int, repeats: int) -> None:
+        """The attention bias [N * repeats, 1, width] after a prefill wrote the first
+        real.size(1) columns of every room (`real` [N, columns]: which hold tokens, each of
+        the N rows' for `repeats` matrices): 0 where a column holds a token, -inf on padding
+        and on the columns not yet written, which hold zeros until a step writes and opens
+        them. A step that reads its room whole (`_read_end`) so reads finite numbers there,
+        which weigh exactly 0 after the softmax."""
+        filled = real.size(1)
         for room in (*self.keys, *self.values):
             room[:, filled:].zero_()
-        self.bias[..., filled:] = float("-inf")
+        bias = torch.full((real.size(0), width), float("-inf"), device=real.device)
+        bias[:, :filled].masked_fill_(real, 0.0)
+        self.bias = bias.repeat_interleave(repeats, dim=0).unsqueeze(1)
 
     def _read_end(self, first: int, at: int) -> int:
         """The column after the last that a step writing column `at` reads from `first` on:

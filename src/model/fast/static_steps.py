@@ -53,7 +53,7 @@ class StaticSteps(LlamaSteps):
     ) -> Tensor:
         logits = super().prefill(prompt_ids, prompt_mask, group_size, new_tokens)
         # the cache's unwritten room, read (masked) by attention, holds zeros and is closed in
-        # `bias` (`LlamaSteps._close_unwritten`), which holds one row per (row, key/value
+        # `bias` (`LlamaSteps._cache_written`), which holds one row per (row, key/value
         # head): the first head's is the row's
         width = self.bias.size(-1)
         self.allowed = self.bias[:: self.kv_heads].view(self.rows, 1, 1, width) == 0
