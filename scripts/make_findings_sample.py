@@ -269,6 +269,41 @@ FINDINGS: dict[str, list[str]] = {
     "dark urine": ["urine that turns black on standing", "urine darkening in air"],
     "ochronosis": ["blue-black ear cartilage", "dark pigment in the sclerae and ears"],
     "thrombosis": ["a clot in a leg vein", "a swollen painful calf with a clot"],
+    "dysgeusia": ["a distorted sense of taste", "food that tastes of metal"],
+    "alopecia": ["patchy hair loss", "hair falling out in clumps"],
+    "poor wound healing": [
+        "cuts that take months to close",
+        "a surgical incision still open after six weeks",
+    ],
+    "acrodermatitis": [
+        "a crusted red rash around the mouth and anus",
+        "scaly red patches at the fingertips and around the mouth",
+    ],
+    "neutropenia": ["a low neutrophil count", "an absolute neutrophil count of 600/uL"],
+    "koilonychia": ["spoon-shaped nails", "thin nails curved upward like a spoon"],
+    "pica": ["a craving to eat ice", "eating clay and chalk"],
+    "cold intolerance": ["feeling cold in a warm room", "wearing a sweater in summer"],
+    "weight gain": ["gaining 9 kg in a year", "clothes that have become tight"],
+    "constipation": ["hard stools twice a week", "straining to pass stool"],
+    "myopathy": ["aching weak muscles", "sore weak thighs"],
+    "nail whitening": ["white fingernail beds", "pale chalky nails"],
+    "tetany": ["cramps of the hands with flexed wrists", "spasms of the hands and feet"],
+    "arrhythmia": ["an irregular heartbeat", "palpitations with an irregular pulse"],
+    "headache": ["attacks of pounding head pain", "a head that throbs during the spells"],
+    "diaphoresis": ["episodes of heavy sweating", "sweat-soaked clothes during attacks"],
+    "achlorhydria": ["no acid in the gastric juice", "a gastric pH above 7"],
+    "necrolytic migratory erythema": [
+        "a spreading red blistering rash on the groin and legs",
+        "a crusting rash that moves from place to place",
+    ],
+    "peptic ulcers": [
+        "sores in the stomach and duodenum on endoscopy",
+        "burning upper belly pain eased by food",
+    ],
+    "galactorrhea": [
+        "milky discharge from the nipples",
+        "milk leaking from the breasts without pregnancy",
+    ],
 }
 
 # kind -> (question stem, how the passage names the answer)
@@ -296,6 +331,14 @@ KINDS: dict[str, tuple[str, str]] = {
     "gene": (
         "A mutation in which of the following genes is the most likely cause?",
         "Mutations of the {answer} gene cause the disorder that presents with {findings}. Testing for {answer} variants confirms it.",
+    ),
+    "mineral": (
+        "Deficiency of which of the following minerals is the most likely cause?",
+        "Deficiency of the mineral {answer} presents with {findings}. Supplements of {answer} correct it.",
+    ),
+    "tumor": (
+        "Which of the following tumors is the most likely cause of these findings?",
+        "The tumor {answer} presents with {findings}. Removing the {answer} relieves most of these features.",
     ),
 }
 
@@ -414,6 +457,22 @@ ANSWERS: dict[str, dict[str, list[str]]] = {
         "HFE": ["bronze skin", "hyperglycemia", "hepatomegaly", "arthritis"],
         "ATP7B": ["kayser-fleischer rings", "tremor", "jaundice", "dystonia"],
         "RET": ["thyroid nodule", "hypertension", "hypercalcemia"],
+    },
+    "mineral": {
+        "zinc": ["dysgeusia", "alopecia", "poor wound healing", "acrodermatitis"],
+        "copper": ["anemia", "neutropenia", "ataxia", "hypopigmentation"],
+        "iron": ["anemia", "koilonychia", "pica", "glossitis"],
+        "iodine": ["goiter", "cold intolerance", "weight gain", "constipation"],
+        "selenium": ["cardiomegaly", "myopathy", "nail whitening"],
+        "magnesium": ["tetany", "arrhythmia", "hypocalcemia", "hypokalemia"],
+    },
+    "tumor": {
+        "pheochromocytoma": ["hypertension", "tachycardia", "headache", "diaphoresis"],
+        "insulinoma": ["hypoglycemia", "confusion", "weight gain"],
+        "VIPoma": ["diarrhea", "hypokalemia", "achlorhydria"],
+        "glucagonoma": ["necrolytic migratory erythema", "hyperglycemia", "weight loss"],
+        "gastrinoma": ["peptic ulcers", "diarrhea", "steatorrhea"],
+        "prolactinoma": ["galactorrhea", "amenorrhea", "headache"],
     },
 }
 

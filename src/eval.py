@@ -23,11 +23,18 @@ from src.evaluation.greedy import GreedyScorer
 from src.evaluation.scoring import score_head
 from src.model.network import PolicyNetwork
 from src.model.saved import saved_model_settings
-from src.policy.role import SearchingRole
+from src.policy.role import Role, SearchingRole
 from src.pretraining.stages import require_trained_stages
+from src.rollout.sampler import Sampler
 from src.runs.cli import run_cli
 from src.runs.hooks import before_evaluation
-from src.runs.parts import build_run_parts, role_sampler
+from src.runs.parts import (
+    RunParts,
+    build_run_parts,
+    checked_retriever,
+    role_sampler,
+    unseen_role,
+)
 from src.runs.record import log_artifacts, recorded_run
 from src.tracking.run_logger import mlflow_loggers
 from src.tracking.sweep import sweep_job
@@ -132,10 +139,7 @@ def evaluate(
             )
             lm = load_head(cfg.model, folder)
             overrides = (eval_cfg.get("policy_overrides") or {}).get(head) or {}
-            role = build(cfg.policy, **overrides) if overrides else parts.policy
-            sampler = parts.sampler
-            if overrides and isinstance(role, SearchingRole):  # its own searches and tags
-                sampler = role_sampler(role, build(cfg.rollout))
+            role, sampler = head_role(cfg, parts, overrides)
             role.prepare(lm, rows)
             scorer = GreedyScorer(sampler, role, parts.reward)
             records, summaries[head] = score_head(
@@ -152,6 +156,19 @@ def evaluate(
     note = f"\nskipped, not trained yet: {', '.join(skipped)}" if skipped else ""
     log.info("Evaluation summary:\n%s%s", summary_table(summaries), note)
     return summaries
+
+
+def head_role(cfg: DictConfig, parts: RunParts, overrides: dict[str, Any]) -> tuple[Role, Sampler]:
+    """The role and sampler a head is scored with: the run's, or the policy with the head's
+    `overrides`; on `eval.split=unseen`, searching that split's own textbook."""
+    if cfg.eval.split == "unseen":
+        return unseen_role(cfg, parts.datamodule, **overrides) if overrides else parts.unseen
+    if not overrides:
+        return parts.policy, parts.sampler
+    role = build(cfg.policy, **checked_retriever(cfg), **overrides)
+    if isinstance(role, SearchingRole):  # its own searches and tags
+        return role, role_sampler(role, build(cfg.rollout))
+    return role, parts.sampler
 
 
 def summary_table(summaries: dict[str, dict[str, float]]) -> str:

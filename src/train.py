@@ -21,7 +21,13 @@ from src.runs.dry_run import dry_run
 from src.runs.hooks import before_training
 from src.runs.length import evaluation_interval
 from src.runs.method import log_method
-from src.runs.parts import build_run_parts, grpo_module, load_reference, log_figures
+from src.runs.parts import (
+    build_run_parts,
+    grpo_module,
+    load_reference,
+    log_figures,
+    prepare_roles,
+)
 from src.runs.record import log_machine_choices, recorded_run
 from src.runs.resume import resume_point
 from src.sft.warm_start import use_warm_start, warm_start
@@ -45,8 +51,7 @@ def train(cfg: DictConfig, tags: dict[str, str] | None = None) -> dict[str, floa
         run_stages(cfg, datamodule, loggers)  # models trained before GRPO (a generator, a judge)
         parts = before_training(cfg, parts)  # the task's before_grpo steps, e.g. adversarial rounds
         lm = build(cfg.model)
-        rows = datamodule.train_rows + datamodule.val_rows
-        log_figures(loggers, parts.policy.prepare(lm, rows))  # e.g. plans, once and cached
+        log_figures(loggers, prepare_roles(parts, lm))  # e.g. plans, once and cached
         if cfg.get("dry_run"):
             figures = dry_run(parts, lm)
             log_machine_choices(loggers)  # e.g. oneDNN or MKL products, and why

@@ -17,7 +17,8 @@ from src.utils.distributed import rank, world_size
 from src.utils.errors import ConfigError
 
 log = logging.getLogger(__name__)
-SPLITS = ("validation", "train")  # what `split_rows` (and `eval.split`) can name
+SPLITS = ("validation", "train", "unseen")  # what `split_rows` (and `eval.split`) can name
+KIND = "subject"  # the canonical row's field naming a question's kind (MedQA's `meta_info`)
 
 
 def keep_rows(batch: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -138,6 +139,7 @@ class DrawnRows(Dataset):
         seed: int,
         deal_options: bool = False,
         oracle_share: float = 0.0,
+        unseen: dict[str, Any] | None = None,
     ) -> None:
         self.rows = rows
         self.seed = seed
@@ -198,6 +200,10 @@ class PromptDataModule(L.LightningDataModule):
     order, so no answer position pays; held-out rows keep the file's order. With
     `oracle_share` that share of the drawn training rows is marked `oracle` (a searcher reads
     their gold passage whatever it searched: `Searcher.search`); held-out rows never are.
+    `unseen` (`{path, corpus}`) adds a second held-out split: rows of kinds (`KIND`) never
+    trained on, from their own file, searched by a retrieving role in their own `corpus` (the
+    run builds that role), scored beside the held-out rows at every evaluation; a kind found
+    in both the training rows and these is refused.
     """
 
     def __init__(
@@ -216,6 +222,7 @@ class PromptDataModule(L.LightningDataModule):
         rounds_per_step: int = 1,
         shuffle_options: bool = False,
         oracle_share: float = 0.0,
+        unseen: dict[str, Any] | None = None,
     ) -> None:
         super().__init__()
         if not 0.0 <= oracle_share <= 1.0:
@@ -241,6 +248,12 @@ class PromptDataModule(L.LightningDataModule):
         self.rounds_per_step = rounds_per_step
         self.shuffle_options = shuffle_options
         self.oracle_share = oracle_share
+        unseen = dict(unseen or {})
+        self.unseen_path: str | None = unseen.pop("path", None)
+        self.unseen_corpus: str | None = unseen.pop("corpus", None)
+        if unseen:
+            raise ConfigError(f"data.unseen: unknown key(s) {sorted(unseen)}; known: path, corpus")
+        self.unseen_rows: list[dict[str, Any]] = []
         self.train_rows: list[dict[str, Any]] = []
         self.val_rows: list[dict[str, Any]] = []
         self.report: dict[str, Any] = {}
@@ -308,13 +321,39 @@ class PromptDataModule(L.LightningDataModule):
         self.train_rows, self.val_rows = train_rows, val_rows
         self.report.update(train_rows=len(train_rows), val_rows=len(val_rows))
         log.info("Data: %d training rows, %d held-out rows", len(train_rows), len(val_rows))
+        if self.unseen_path is not None:
+            self.unseen_rows = self._unseen_rows(self.unseen_path, train_rows)
+
+    def _unseen_rows(self, path: str, train_rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """The unseen split's rows from `path`, cleaned and capped as the held-out rows are;
+        none may share a kind with the training rows."""
+        rows = self._clean(self._file_rows(path), "unseen", path)
+        if not rows:
+            raise DataFileError(
+                f"{path}: no usable rows for data.unseen.path "
+                f"(dropped: {self.report['unseen']['dropped']}); give rows in the data's schema"
+            )
+        shared = sorted(kinds(rows) & kinds(train_rows))
+        if shared:
+            raise DataFileError(
+                f"{path}: kinds {shared} are also in the training rows; the unseen split "
+                "(data.unseen.path) holds kinds never trained on: move them to one file"
+            )
+        if not kinds(rows):
+            log.warning("%s: its rows name no kind (%r); cannot check they are unseen", path, KIND)
+        rows = rows[: self.max_val_rows] if self.max_val_rows is not None else rows
+        self.report["unseen_rows"] = len(rows)
+        log.info("Data: %d unseen rows (kinds never trained on) from %s", len(rows), path)
+        return rows
 
     def drop_rows_without(self, needs: dict[str, str]) -> None:
         """Drop the rows where a field in `needs` (field -> the reward that needs it) is empty,
         counted in the report under `unscorable.<split>.<field>`; fails when a split empties."""
         unscorable: dict[str, dict[str, int]] = {}
-        for split in ("train", "val"):
+        for split in ("train", "val", "unseen"):
             kept = getattr(self, f"{split}_rows")
+            if split == "unseen" and not kept:
+                continue  # no unseen split
             for field, user in needs.items():
                 before, kept = len(kept), [row for row in kept if not blank(row.get(field))]
                 if len(kept) < before:
@@ -341,7 +380,11 @@ class PromptDataModule(L.LightningDataModule):
         """The rows of one of `SPLITS`: the held-out rows (`validation`) or the training rows."""
         if split not in SPLITS:
             raise ConfigError(f"eval.split must be one of {', '.join(SPLITS)}, got {split!r}")
-        return self.val_rows if split == "validation" else self.train_rows
+        if split == "unseen" and not self.unseen_rows:
+            raise ConfigError(
+                "eval.split=unseen needs data.unseen.path (rows of kinds never trained on)"
+            )
+        return {"validation": self.val_rows, "unseen": self.unseen_rows}.get(split, self.train_rows)
 
     def setup(self, stage: str | None = None) -> None:
         self.prepare_rows()
@@ -374,5 +417,18 @@ class PromptDataModule(L.LightningDataModule):
         if state_dict:
             self.resume_position = (int(state_dict["epoch"]), int(state_dict["batches"]))
 
-    def val_dataloader(self) -> DataLoader:
-        return held_out_loader(self.val_rows, self.eval_batch_size)
+    def held_out_splits(self) -> list[str]:
+        """The held-out splits `val_dataloader` returns, in its order."""
+        return ["validation", "unseen"] if self.unseen_rows else ["validation"]
+
+    def val_dataloader(self) -> DataLoader | list[DataLoader]:
+        loaders = [
+            held_out_loader(self.split_rows(split), self.eval_batch_size)
+            for split in self.held_out_splits()
+        ]
+        return loaders[0] if len(loaders) == 1 else loaders
+
+
+def kinds(rows: list[dict[str, Any]]) -> set[str]:
+    """The question kinds (`KIND`) the rows name."""
+    return {str(row[KIND]) for row in rows if row.get(KIND)}

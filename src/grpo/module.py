@@ -101,6 +101,8 @@ class GRPOModule(L.LightningModule):
         self.loaded_reference = reference
         self.reference: Scorer | None = None  # built by configure_model, before any update
         self.scorer = GreedyScorer(sampler, policy, reward)  # held-out evaluation
+        # metric prefix -> scorer, in the order of the datamodule's held-out loaders
+        self.held_out: dict[str, GreedyScorer] = {"eval": self.scorer}
         self.num_tokens = 0
         self.evaluated_step: int | None = None  # the optimizer step of the last evaluation
         self.restored_rng: Any = None  # from a checkpoint, set at train start
@@ -147,7 +149,8 @@ class GRPOModule(L.LightningModule):
         self.sampler.sync(self.lm)
 
     def on_validation_start(self) -> None:
-        self.sampler.sync(self.lm)  # a sampler with its own weights scores the current policy
+        for sampler in {id(s.sampler): s.sampler for s in self.held_out.values()}.values():
+            sampler.sync(self.lm)  # a sampler with its own weights scores the current policy
 
     # ----------------------------------------------------------------------------- training
     def configure_optimizers(self) -> Any:
@@ -507,11 +510,23 @@ class GRPOModule(L.LightningModule):
             logger.log_metrics(metrics, step=self.global_step)
 
     # ----------------------------------------------------------------------------- evaluation
-    def validation_step(self, batch: list[dict[str, Any]], batch_idx: int) -> None:
-        self.scorer.score(self.lm, batch)
+    def add_held_out(self, prefix: str, role: Role, sampler: Sampler) -> None:
+        """Score a further held-out split (the datamodule's next held-out loader) with `role`
+        and `sampler`, e.g. kinds never trained on searched in their own textbook, logged as
+        `<prefix>/<name>` beside `eval/<name>`."""
+        self.held_out[prefix] = GreedyScorer(sampler, role, self.reward)
+
+    def validation_step(
+        self, batch: list[dict[str, Any]], batch_idx: int, dataloader_idx: int = 0
+    ) -> None:
+        list(self.held_out.values())[dataloader_idx].score(self.lm, batch)
 
     def on_validation_epoch_end(self) -> None:
-        results = {f"eval/{name}": value for name, value in self.scorer.means().items()}
+        results = {
+            f"{prefix}/{name}": value
+            for prefix, scorer in self.held_out.items()
+            for name, value in scorer.means().items()
+        }
         if self.trainer.sanity_checking:
             return
         self.log_to_loggers(results)

@@ -23,6 +23,7 @@ from src.policy.frozen import frozen_generate, frozen_option_scores
 from src.policy.generator import Generator
 from src.policy.plans import PlanCache, read_plan
 from src.policy.queries import parse_queries
+from src.policy.query_terms import query_shape
 from src.policy.rewriter_settings import RewriterSettings
 from src.policy.role import Outcomes
 from src.retrieval.hit import Hit, documents_text, holds, merge_hits
@@ -213,6 +214,7 @@ class Rewriter(Generator):
                 "copies_question": bool(asked)
                 and all(copies_question(query, str(row["question"])) for query in asked),
                 "names_option": any(names_option(query, row) for query in asked),
+                **query_shape(asked),
             }
             if self.settings.answer_mode == "likelihood":
                 detail["gold_probability"] = chance

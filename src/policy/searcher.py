@@ -17,6 +17,7 @@ from typing import Any
 
 from src.model.network import AdaptedNetwork, PolicyNetwork
 from src.policy.generator import Generator
+from src.policy.query_terms import query_shape
 from src.policy.rewriter import (
     first_letter,
     gold_index,
@@ -234,6 +235,7 @@ class Searcher(Generator):
                     "gold_reciprocal_rank": gold_reciprocal_rank(ranked, gold, with_title=True),
                     "named_option": float(bool(texts[-1])),
                     "turns": turn_details,
+                    **query_shape(queries),
                 }
             )
             if "oracle" in row:  # a training draw of a run with data.oracle_share

@@ -1,7 +1,16 @@
-"""BM25 lexical retrieval with bm25s: lower-cased words, English stopwords removed, no stemming."""
+"""BM25 lexical retrieval with bm25s: lower-cased words, English stopwords removed, no stemming.
+
+A term repeated in a query scores once by default (`repeated_terms="once"`): Okapi BM25's
+query-term factor (k3 + 1) qtf / (k3 + qtf) with k3 = 0. bm25s, `rank_bm25` and Lucene's
+boolean query of one clause per token (so Pyserini, whose bag-of-words query boosts a term by
+its count) all add a term's score once per repeat instead (`"count"`): there a query that says
+"enzyme enzyme enzyme" weighs that word three times, which a trained query writer learns to
+exploit (docs/recipes/retrieval.md).
+"""
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from pathlib import Path
@@ -9,12 +18,16 @@ from typing import Any
 
 from src.retrieval.corpus import Document
 from src.retrieval.hit import Hit
+from src.utils.errors import ConfigError
 
 TOKEN = re.compile(r"(?u)\b\w\w+\b")  # bm25s's default: words of two or more characters
 IDS_FILE = "ids.json"
+REPEATED_TERMS = ("once", "count")  # how a query's repeated term scores: once, or once per repeat
 
 
-def _stopwords() -> frozenset[str]:
+@functools.cache
+def stopwords() -> frozenset[str]:
+    """bm25s's English stopwords: what a search never matches on."""
     from bm25s.stopwords import STOPWORDS_EN
 
     return frozenset(STOPWORDS_EN)
@@ -31,14 +44,22 @@ class BM25Index:
 
     `k1` (term-frequency saturation) and `b` (length normalisation) are bm25s's Lucene
     variant's parameters; both shape the saved index, so both belong in its cache key.
+    `repeated_terms` (`REPEATED_TERMS`) says how a term a query repeats is scored; it shapes
+    searches only, not the index.
     """
 
-    DEFAULTS: dict[str, Any] = {"k1": 1.5, "b": 0.75}
+    DEFAULTS: dict[str, Any] = {"k1": 1.5, "b": 0.75, "repeated_terms": "once"}
 
-    def __init__(self, k1: float = 1.5, b: float = 0.75) -> None:
+    def __init__(self, k1: float = 1.5, b: float = 0.75, repeated_terms: str = "once") -> None:
+        if repeated_terms not in REPEATED_TERMS:
+            raise ConfigError(
+                f"retrieval.bm25.repeated_terms={repeated_terms!r}: choose one of "
+                f"{', '.join(REPEATED_TERMS)} (once: a repeated query term scores once)"
+            )
         self.k1 = float(k1)
         self.b = float(b)
-        self._stopwords = _stopwords()
+        self.repeated_terms = repeated_terms
+        self._stopwords = stopwords()
         self._model: Any = None
         self._documents: list[Document] = []
 
@@ -82,8 +103,7 @@ class BM25Index:
         self._require()
         vocabulary = self._model.vocab_dict
         known = [
-            [token for token in tokenize(query, self._stopwords) if token in vocabulary]
-            for query in queries
+            [token for token in self.query_terms(query) if token in vocabulary] for query in queries
         ]
         results: list[list[Hit]] = [[] for _ in queries]
         todo = [i for i, tokens in enumerate(known) if tokens]
@@ -100,6 +120,12 @@ class BM25Index:
                 if score > 0
             ]
         return results
+
+    def query_terms(self, query: str) -> list[str]:
+        """The terms a search scores for `query`: its words, each once where `repeated_terms`
+        is `once` (in the order first written)."""
+        terms = tokenize(query, self._stopwords)
+        return list(dict.fromkeys(terms)) if self.repeated_terms == "once" else terms
 
     def _require(self) -> None:
         if self._model is None:

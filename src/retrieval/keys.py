@@ -4,6 +4,7 @@ search returns. Each key's type, range and choices, beside the code that reads i
 
 from __future__ import annotations
 
+from src.retrieval.bm25 import REPEATED_TERMS
 from src.retrieval.retriever import BACKENDS
 from src.utils.setting import AnyOf, Setting, choice, number, whole
 
@@ -14,4 +15,5 @@ SETTINGS: dict[str, Setting | AnyOf] = {
     "retrieval.backend": choice(*BACKENDS),
     "retrieval.bm25.k1": number(0),
     "retrieval.bm25.b": number(0, 1),
+    "retrieval.bm25.repeated_terms": choice(*REPEATED_TERMS),
 }

@@ -46,6 +46,9 @@ class RunParts:
     algo: AlgoSettings  # every `algo.*` setting, built and checked once
     optimizer: Callable[..., Any]  # `algo.optimizer`: takes the trained parameters
     scheduler: Callable[..., Any] | None  # `algo.scheduler`: takes the optimizer
+    unseen: tuple[Role, Sampler] | None = (
+        None  # the role (its own textbook) and sampler of `data.unseen`
+    )
 
 
 def build_run_parts(cfg: DictConfig, resume: ResumePoint | None = None) -> RunParts:
@@ -65,6 +68,7 @@ def build_run_parts(cfg: DictConfig, resume: ResumePoint | None = None) -> RunPa
     datamodule.drop_rows_without(reward.required_fields())  # e.g. accuracy: a gold final answer
     settle_max_steps(cfg, datamodule, algo)  # epochs=N: steps from the number of training rows
     policy = build(cfg.policy, **checked_retriever(cfg))
+    unseen = unseen_role(cfg, datamodule) if datamodule.unseen_rows else None
     return RunParts(
         datamodule=datamodule,
         policy=policy,
@@ -75,7 +79,34 @@ def build_run_parts(cfg: DictConfig, resume: ResumePoint | None = None) -> RunPa
         algo=algo,
         optimizer=build(cfg.algo.optimizer),
         scheduler=build(cfg.algo.scheduler) if cfg.algo.get("scheduler") else None,
+        unseen=unseen,
     )
+
+
+def unseen_role(
+    cfg: DictConfig, datamodule: PromptDataModule, **overrides: Any
+) -> tuple[Role, Sampler]:
+    """The role that scores the unseen split (`data.unseen`): the policy's, searching that
+    split's own textbook (`data.unseen.corpus`) where it retrieves, with `overrides` (an eval
+    head's policy settings); and its sampler (a searching role's own)."""
+    corpus = datamodule.unseen_corpus
+    if corpus is not None and not retrieves(cfg):
+        raise ConfigError(
+            f"data.unseen.corpus={corpus} is set but policy={cfg.policy._target_} retrieves "
+            "nothing: set data.unseen.corpus=null"
+        )
+    role = build(cfg.policy, **checked_retriever(cfg, corpus), **overrides)
+    return role, role_sampler(role, build(cfg.rollout))
+
+
+def prepare_roles(parts: RunParts, lm: PolicyNetwork) -> dict[str, float]:
+    """Each role's preparation over its rows (e.g. plans, once and cached): the policy's over
+    the training and held-out rows, the unseen split's role over its rows."""
+    datamodule = parts.datamodule
+    figures = parts.policy.prepare(lm, datamodule.train_rows + datamodule.val_rows)
+    if parts.unseen is not None:
+        parts.unseen[0].prepare(lm, datamodule.unseen_rows)
+    return figures
 
 
 def grpo_module(
@@ -86,7 +117,7 @@ def grpo_module(
 ) -> GRPOModule:
     """The GRPO module of the run's settings, role, sampler and `reward` (the run's by
     default) over `lm`; `reference`: a loaded KL reference (None: the initial policy)."""
-    return GRPOModule(
+    module = GRPOModule(
         lm,
         parts.sampler,
         parts.policy,
@@ -96,14 +127,23 @@ def grpo_module(
         parts.algo,
         reference,
     )
+    if parts.unseen is not None:  # the datamodule's second held-out loader
+        module.add_held_out("eval_unseen", *parts.unseen)
+    return module
 
 
-def checked_retriever(cfg: DictConfig) -> dict[str, Retriever]:
-    """The policy's retriever, built once with its corpus loaded and checked (a missing, empty
-    or malformed corpus fails here, before any model loads); {} for roles without one."""
-    if cfg.get("retrieval") is None or "retriever" not in cfg.policy:
+def retrieves(cfg: DictConfig) -> bool:
+    """Whether the run's role takes a retriever (`policy.retriever`) and one is configured."""
+    return cfg.get("retrieval") is not None and "retriever" in cfg.policy
+
+
+def checked_retriever(cfg: DictConfig, corpus: str | None = None) -> dict[str, Retriever]:
+    """The policy's retriever, built once with its corpus (or `corpus`) loaded and checked (a
+    missing, empty or malformed corpus fails here, before any model loads); {} for roles
+    without one."""
+    if not retrieves(cfg):
         return {}
-    retriever: Retriever = build(cfg.retrieval)
+    retriever: Retriever = build(cfg.retrieval, **({"corpus": corpus} if corpus else {}))
     retriever.check()
     return {"retriever": retriever}
 

@@ -60,3 +60,36 @@ def test_saved_and_loaded_index_gives_the_same_hits(tmp_path):
 def test_k1_and_b_change_the_scores():
     query = ["contaminated water cholera"]
     assert built(k1=1.5, b=0.75).search(query, 2) != built(k1=0.5, b=0.0).search(query, 2)
+
+
+def test_a_repeated_query_term_scores_once_by_default():
+    once = built()
+    repeated = once.search(["contaminated water water water water"], k=2)[0]
+    plain = once.search(["contaminated water"], k=2)[0]
+    assert [(h.document.id, h.score) for h in repeated] == [(h.document.id, h.score) for h in plain]
+
+
+def test_counting_repeats_lets_a_padded_term_outrank_the_better_match():
+    # "soil" and "wound" both match tetanus; "contaminated" alone matches cholera and tetanus.
+    # Repeating "contaminated" adds nothing once-scored; counted, each repeat adds its score again.
+    query = ["contaminated " * 6 + "water"]
+    once = built().search(query, k=2)[0]
+    counted = built(repeated_terms="count").search(query, k=2)[0]
+    assert once[0].document.id == counted[0].document.id == "cholera"
+    assert counted[0].score > 5 * once[0].score / 2  # six times the shared word, not once
+    assert once[0].score == built().search(["contaminated water"], k=1)[0][0].score
+
+
+def test_the_query_terms_a_search_scores():
+    assert built().query_terms("Enzyme, enzyme ENZYME of the liver") == ["enzyme", "liver"]
+    counted = built(repeated_terms="count").query_terms("enzyme enzyme of the liver")
+    assert counted == ["enzyme", "enzyme", "liver"]
+
+
+def test_an_unknown_repeated_terms_setting_is_refused_in_one_line():
+    import pytest
+
+    from src.utils.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="retrieval.bm25.repeated_terms='twice'"):
+        BM25Index(repeated_terms="twice")

@@ -179,7 +179,7 @@ def test_the_retriever_satisfies_the_protocol(tmp_path):
 def test_the_bm25_config_builds_a_retriever_over_the_sample(tmp_path):
     node = compose_retrieval("bm25", tmp_path)
     assert node.k == 3 and node.backend == "bm25" and node.corpus is None
-    assert OmegaConf.to_container(node.bm25) == {"k1": 1.5, "b": 0.75}
+    assert OmegaConf.to_container(node.bm25) == {"k1": 1.5, "b": 0.75, "repeated_terms": "once"}
     built = build(node)
     assert isinstance(built, IndexedRetriever) and built.corpus_path == SAMPLE_CORPUS
     assert built.cache_dir == tmp_path / "retrieval"

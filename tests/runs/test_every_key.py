@@ -40,7 +40,7 @@ def test_a_refusal_names_the_key_the_value_and_what_is_allowed(tmp_path):
         ("trainer.max_steps", 1.5, "trainer.max_steps must be a whole number >= 1 or null, got 1.5"),
         ("rollout.top_p", 0, "rollout.top_p must be a number in (0, 1], got 0"),
         ("model.dtype", "float64", "model.dtype must be one of float32, bfloat16, float16"),
-        ("eval.split", "test", "eval.split must be one of validation, train, got 'test'"),
+        ("eval.split", "test", "eval.split must be one of validation, train, unseen, got 'test'"),
         ("data.max_val_rows", 0, "data.max_val_rows must be a whole number >= 1 or null, got 0"),
         ("dry_run", "yes", "dry_run must be true or false, got 'yes'"),
         ("trainer.devices", 0, "trainer.devices must be a whole number >= 1 or one of -1, auto"),

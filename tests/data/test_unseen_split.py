@@ -1,0 +1,81 @@
+"""The unseen split: rows of kinds never trained on, from their own file, held out beside the
+held-out rows; a kind in both halves is refused in one line naming the file."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from src.data.datamodule import PromptDataModule, kinds
+from src.data.files import DataFileError
+from src.data.medqa import MedQA
+from src.utils.errors import ConfigError
+from tests.helpers.files import write_jsonl
+
+
+def medqa_rows(kind: str, count: int) -> list[dict]:
+    return [
+        {
+            "question": f"A {kind} question {n}?",
+            "options": {"A": "one", "B": "two", "C": "three", "D": "four"},
+            "answer_idx": "B",
+            "answer": "two",
+            "meta_info": kind,
+        }
+        for n in range(count)
+    ]
+
+
+def data(tmp_path: Path, train: list[dict], unseen: list[dict], **keys) -> PromptDataModule:
+    train_path = write_jsonl(tmp_path / "train.jsonl", train)
+    unseen_path = write_jsonl(tmp_path / "unseen.jsonl", unseen)
+    return PromptDataModule(
+        path=str(train_path),
+        schema=MedQA(),
+        required_fields=[],
+        val_size=4,
+        unseen={"path": str(unseen_path), "corpus": "textbook.jsonl"},
+        **keys,
+    )
+
+
+def test_the_split_by_kind_leaves_no_kind_in_both_halves(tmp_path: Path) -> None:
+    train = medqa_rows("enzyme", 10) + medqa_rows("vitamin", 10)
+    module = data(tmp_path, train, medqa_rows("valve", 6) + medqa_rows("stone", 3))
+    module.prepare_rows()
+    seen = kinds(module.train_rows) | kinds(module.val_rows)
+    assert kinds(module.unseen_rows) == {"valve", "stone"}
+    assert not kinds(module.unseen_rows) & seen
+    assert module.split_rows("unseen") == module.unseen_rows
+    assert module.unseen_corpus == "textbook.jsonl"
+    assert module.held_out_splits() == ["validation", "unseen"]
+    assert len(module.val_dataloader()) == 2
+    assert module.report["unseen_rows"] == 9
+
+
+def test_the_unseen_rows_are_capped_as_the_held_out_rows(tmp_path: Path) -> None:
+    module = data(tmp_path, medqa_rows("enzyme", 12), medqa_rows("valve", 9), max_val_rows=3)
+    module.prepare_rows()
+    assert len(module.unseen_rows) == 3 and len(module.val_rows) == 3
+
+
+def test_a_kind_in_both_files_is_refused_naming_the_file_and_kind(tmp_path: Path) -> None:
+    module = data(tmp_path, medqa_rows("enzyme", 10), medqa_rows("enzyme", 2))
+    with pytest.raises(DataFileError, match=r"unseen\.jsonl: kinds \['enzyme'\] are also in"):
+        module.prepare_rows()
+
+
+def test_without_an_unseen_split_there_is_one_held_out_loader(tmp_path: Path) -> None:
+    path = write_jsonl(tmp_path / "train.jsonl", medqa_rows("enzyme", 10))
+    module = PromptDataModule(path=str(path), schema=MedQA(), required_fields=[], val_size=4)
+    module.prepare_rows()
+    assert module.held_out_splits() == ["validation"]
+    assert not isinstance(module.val_dataloader(), list)
+    with pytest.raises(ConfigError, match="eval.split=unseen needs data.unseen.path"):
+        module.split_rows("unseen")
+
+
+def test_an_unknown_unseen_key_is_refused() -> None:
+    with pytest.raises(ConfigError, match=r"data.unseen: unknown key\(s\) \['rows'\]"):
+        PromptDataModule(path="x.jsonl", unseen={"rows": "x"})
