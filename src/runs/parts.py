@@ -27,7 +27,7 @@ from src.runs.resume import ResumePoint
 from src.runs.settings import check_settings
 from src.utils.allocator import keep_freed_memory
 from src.utils.config import build
-from src.utils.errors import ConfigError
+from src.utils.errors import ConfigError, UserError
 from src.utils.quiet import quiet_foreign_lines
 
 log = logging.getLogger(__name__)
@@ -95,7 +95,13 @@ def unseen_role(
             f"data.unseen.corpus={corpus} is set but policy={cfg.policy._target_} retrieves "
             "nothing: set data.unseen.corpus=null"
         )
-    role = build(cfg.policy, **checked_retriever(cfg, corpus), **overrides)
+    try:
+        retriever = checked_retriever(cfg, corpus)
+    except UserError as error:  # the corpus that failed is data.unseen's
+        if corpus is None:
+            raise
+        raise type(error)(str(error).replace("retrieval.corpus", "data.unseen.corpus")) from None
+    role = build(cfg.policy, **retriever, **overrides)
     return role, role_sampler(role, build(cfg.rollout))
 
 

@@ -279,6 +279,27 @@ def test_each_query_is_reported_as_a_copy_or_not(tmp_path, lora_lm):
     assert [d["names_option"] for d in outcomes.details] == [False, True]
 
 
+def test_each_completion_reports_its_queries_terms_and_repeats(tmp_path, lora_lm):
+    from src.reward.detail import RoleDetail
+
+    role = make_rewriter(tmp_path, FakeRetriever(), query_source="expanded")
+    batch = rows()
+    role.prepare(lora_lm, batch)
+    # the terms of the completion, not the question they are searched after: 'toxin toxin
+    # toxin spores' has 4 terms, 2 distinct, 2 repeats; 'gram positive rods' none repeated
+    outcomes = role.outcomes([" toxin, toxin, toxin spores", " gram positive rods"], batch, lora_lm)
+    shapes = [
+        {key: d[key] for key in ("repeats_term", "query_terms", "query_distinct_terms")}
+        for d in outcomes.details
+    ]
+    assert shapes == [
+        {"repeats_term": True, "query_terms": 4.0, "query_distinct_terms": 2.0},
+        {"repeats_term": False, "query_terms": 3.0, "query_distinct_terms": 3.0},
+    ]
+    penalty = RoleDetail("repeated_term_share").score_details(outcomes.details)
+    assert penalty == [0.5, 0.0]  # reward=query_repetition's term, before its weight
+
+
 def test_gold_retrieved_is_a_reward_term(tmp_path, lora_lm):
     from src.policy.episode import run_episode
     from src.reward.detail import RoleDetail

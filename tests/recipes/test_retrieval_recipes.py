@@ -27,7 +27,10 @@ REWRITER = [
     "trainer.max_steps=2",
     "trainer.val_check_interval=2",
 ]
-SAMPLE = Path(__file__).resolve().parents[2] / "src/data/samples/medqa_findings_sample.jsonl"
+ROOT = Path(__file__).resolve().parents[2]
+SAMPLE = ROOT / "src/data/samples/medqa_findings_sample.jsonl"
+UNSEEN = ROOT / "src/data/samples/medqa_findings_unseen.jsonl"
+UNSEEN_TEXTBOOK = ROOT / "src/retrieval/samples/findings_unseen_textbook.jsonl"
 READER = [
     "task=reader",
     "hardware=[cpu,lora]",
@@ -52,15 +55,23 @@ SEARCHER = [
 
 @pytest.fixture
 def rewriter(tmp_path) -> list[str]:
-    """The rewriter recipe on 24 of its sample's questions (planning all 248 takes a while)."""
+    """The rewriter recipe on 24 of its sample's questions (planning all 296 takes a while)."""
     path = tmp_path / "medqa.jsonl"
     path.write_text("\n".join(SAMPLE.read_text().splitlines()[:24]) + "\n")
     return [*REWRITER, f"data.path={path}"]
 
 
+@pytest.fixture
+def unseen(tmp_path) -> list[str]:
+    """4 questions of the unseen split (kinds never trained on) and their own textbook."""
+    path = tmp_path / "unseen.jsonl"
+    path.write_text("\n".join(UNSEEN.read_text().splitlines()[:4]) + "\n")
+    return [f"data.unseen.path={path}", f"data.unseen.corpus={UNSEEN_TEXTBOOK}"]
+
+
 @pytest.mark.slow
-def test_rewriter_trains_caches_and_evaluates_four_ways(make_cfg, tmp_path, rewriter):
-    cfg = make_cfg(*rewriter, f"save_model={tmp_path / 'rewriter'}")
+def test_rewriter_trains_caches_and_evaluates_four_ways(make_cfg, tmp_path, rewriter, unseen):
+    cfg = make_cfg(*rewriter, *unseen, f"save_model={tmp_path / 'rewriter'}")
     train(cfg)
     first = runs(cfg)[-1]
     planned = history(cfg, first, "planner/generated")[0]
@@ -81,6 +92,8 @@ def test_rewriter_trains_caches_and_evaluates_four_ways(make_cfg, tmp_path, rewr
         assert sorted(history(cfg, first, name)) == [1, 2], name
     assert sorted(history(cfg, first, "eval/accuracy")) == [0, 2]
     assert sorted(history(cfg, first, "eval/role/gold_retrieved")) == [0, 2]
+    for name in ("accuracy", "role/gold_retrieved", "role/repeats_term", "role/query_terms"):
+        assert sorted(history(cfg, first, f"eval_unseen/{name}")) == [0, 2], name  # beside eval/
     index = next((Path(cfg.paths.cache_dir) / "retrieval").iterdir())
     built = index.stat().st_mtime_ns
 
@@ -113,13 +126,36 @@ def test_rewriter_trains_caches_and_evaluates_four_ways(make_cfg, tmp_path, rewr
         assert {"role/gold_retrieved", "role/copies_question"} <= set(summaries[head]), head
     assert summaries["question"]["role/copies_question"] == 1.0
 
+    unseen_cfg = make_cfg(
+        *rewriter,
+        *unseen,
+        f"eval.adapters.grpo={tmp_path / 'rewriter'}",
+        f"eval.output_dir={tmp_path / 'eval_unseen'}",
+        "eval.split=unseen",
+    )
+    summaries = evaluate(unseen_cfg)
+    assert list(summaries) == ["question", "question_options", "base", "grpo"]
+    records = [json.loads(line) for line in (tmp_path / "eval_unseen/eval_results.jsonl").open()]
+    textbook = {json.loads(line)["title"] for line in UNSEEN_TEXTBOOK.open()}
+    questions = {json.loads(line)["question"] for line in UNSEEN.open()}
+    assert len(records) == 4 * 4 and {record["question"] for record in records} <= questions
+    assert all(set(record["titles"]) <= textbook for record in records)  # its own textbook
+    for head, summary in summaries.items():
+        assert {"role/repeats_term", "role/query_distinct_terms", "role/query_terms"} <= set(
+            summary
+        ), head
+
 
 @pytest.mark.slow
-def test_searcher_trains_on_its_own_tokens_and_evaluates_four_ways(make_cfg, tmp_path, rewriter):
+def test_searcher_trains_on_its_own_tokens_and_evaluates_four_ways(
+    make_cfg, tmp_path, rewriter, unseen
+):
     sample = next(o for o in rewriter if o.startswith("data.path="))  # 24 of the questions
-    cfg = make_cfg(*SEARCHER, sample, f"save_model={tmp_path / 'searcher'}")
+    cfg = make_cfg(*SEARCHER, sample, *unseen, f"save_model={tmp_path / 'searcher'}")
     train(cfg)
     (run,) = runs(cfg)
+    for name in ("accuracy", "role/searches", "role/repeats_term", "role/gold_in_information"):
+        assert sorted(history(cfg, run, f"eval_unseen/{name}")) == [0, 2], name
     for name in ("searches/mean", "completions/mean_inserted_length", "role/searches"):
         assert sorted(history(cfg, run, name)) == [1, 2], name
     assert set(history(cfg, run, "searches/mean").values()) == {1.0}  # one search a row
@@ -275,6 +311,24 @@ def test_a_bad_corpus_fails_before_any_model_loads(make_cfg, tmp_path, content, 
         build_run_parts(cfg)
     assert isinstance(raised.value, UserError)
     assert "\n" not in str(raised.value)
+
+
+def test_a_missing_unseen_textbook_is_named_by_its_key_before_any_model_loads(
+    make_cfg, tmp_path, rewriter, unseen
+):
+    missing = tmp_path / "no_textbook.jsonl"
+    cfg = make_cfg(*rewriter, *unseen, f"data.unseen.corpus={missing}")
+    with pytest.raises(MissingFileError, match=r"^data.unseen.corpus: no file or folder at"):
+        build_run_parts(cfg)
+
+
+def test_the_rewriter_task_holds_an_unseen_split_apart_by_kind_and_textbook(make_cfg):
+    cfg = make_cfg("task=medqa_rewriter", tiny=False)
+    assert cfg.data.unseen.path.endswith("medqa_findings_unseen.jsonl")
+    assert cfg.data.unseen.corpus.endswith("findings_unseen_textbook.jsonl")
+    assert cfg.data.unseen.corpus != cfg.retrieval.corpus
+    assert cfg.retrieval.bm25.repeated_terms == "once"
+    assert "query_repetition" in cfg.reward.functions
 
 
 def test_the_original_base_model_composes(make_cfg, monkeypatch):

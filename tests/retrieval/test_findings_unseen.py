@@ -55,12 +55,13 @@ def test_each_answer_is_in_one_passage_and_no_vignette_names_it():
         assert answer not in row["question"].lower()
 
 
-def test_only_the_unseen_split_of_the_rewriter_task_reads_it():
+def test_only_the_unseen_split_of_the_gemma_retrieval_tasks_reads_it():
     name = unseen.SAMPLE.name
     readers = [path for path in (ROOT / "conf").rglob("*.yaml") if name in path.read_text()]
-    assert [path.name for path in readers] == ["medqa_rewriter.yaml"]
-    lines = [line for line in readers[0].read_text().splitlines() if name in line]
-    assert len(lines) == 1 and lines[0].strip().startswith("path:")
+    assert sorted(path.name for path in readers) == ["medqa_rewriter.yaml", "medqa_searcher.yaml"]
+    for reader in readers:
+        lines = [line for line in reader.read_text().splitlines() if name in line]
+        assert len(lines) == 1 and lines[0].strip().startswith("path:")  # data.unseen.path
 
 
 def test_the_question_alone_finds_its_passage_less_often_than_with_the_options():
