@@ -136,8 +136,11 @@ def keys_matching(cfg: DictConfig, pattern: str) -> list[str]:
     if "*" not in pattern:
         return [pattern]
     head, _, tail = pattern.partition(".*")
-    node = value_at(cfg, head) if head else MISSING
-    if not isinstance(node, dict):
+    try:  # the names under `head` only: resolving its values would fail on a bad one elsewhere
+        node = OmegaConf.select(cfg, head, default=MISSING) if head else MISSING
+    except Exception:  # an interpolation that resolves only inside a Hydra job
+        return []
+    if not OmegaConf.is_dict(node):
         return []
     return [
         key
