@@ -328,7 +328,7 @@ def test_the_rewriter_task_holds_an_unseen_split_apart_by_kind_and_textbook(make
     assert cfg.data.unseen.corpus.endswith("findings_unseen_textbook.jsonl")
     assert cfg.data.unseen.corpus != cfg.retrieval.corpus
     assert cfg.retrieval.bm25.repeated_terms == "once"
-    assert "query_repetition" in cfg.reward.functions
+    assert set(cfg.reward.functions) == {"accuracy", "gold_probability", "gold_rank"}
 
 
 def test_the_original_base_model_composes(make_cfg, monkeypatch):
