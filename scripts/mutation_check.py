@@ -46,6 +46,27 @@ ADVANTAGES = "tests/grpo/test_advantages.py"
 LOSSES = "tests/grpo/test_policy_losses.py"
 MUTATIONS = [
     Mutation(
+        "retrieval: a term a query repeats scores once per repeat whatever the setting",
+        "src/retrieval/bm25.py",
+        'return list(dict.fromkeys(terms)) if self.repeated_terms == "once" else terms',
+        "return terms",
+        ("tests/retrieval/test_bm25.py",),
+    ),
+    Mutation(
+        "query shape: a term shared by two queries of a completion counts as a repeat",
+        "src/policy/query_terms.py",
+        "    counts = [Counter(query_terms(query)) for query in queries]\n",
+        "    counts = [Counter(term for query in queries for term in query_terms(query))] * bool(queries)\n",
+        ("tests/policy/test_query_terms.py",),
+    ),
+    Mutation(
+        "unseen split: a kind of the training rows is let through",
+        "src/data/datamodule.py",
+        "        shared = sorted(kinds(rows) & kinds(train_rows))\n",
+        "        shared = []\n",
+        ("tests/data/test_unseen_split.py",),
+    ),
+    Mutation(
         "decoding: the columns not yet written are left open when the room is read whole",
         "src/model/fast/llama_steps.py",
         "        bias[:, :filled].masked_fill_(real, 0.0)\n",
