@@ -139,7 +139,6 @@ class DrawnRows(Dataset):
         seed: int,
         deal_options: bool = False,
         oracle_share: float = 0.0,
-        unseen: dict[str, Any] | None = None,
     ) -> None:
         self.rows = rows
         self.seed = seed

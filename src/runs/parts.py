@@ -46,9 +46,8 @@ class RunParts:
     algo: AlgoSettings  # every `algo.*` setting, built and checked once
     optimizer: Callable[..., Any]  # `algo.optimizer`: takes the trained parameters
     scheduler: Callable[..., Any] | None  # `algo.scheduler`: takes the optimizer
-    unseen: tuple[Role, Sampler] | None = (
-        None  # the role (its own textbook) and sampler of `data.unseen`
-    )
+    # the role (searching its own textbook) and sampler of `data.unseen`; None without one
+    unseen: tuple[Role, Sampler] | None = None
 
 
 def build_run_parts(cfg: DictConfig, resume: ResumePoint | None = None) -> RunParts:
