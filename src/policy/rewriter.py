@@ -53,7 +53,9 @@ class Rewriter(Generator):
     followed by the rewriter's queries (query expansion: the rewriter adds words to the question,
     and a completion with no readable query searches with the question alone);
     `question_options`, the question followed by its options' texts and nothing sampled (the
-    second baseline of `python -m src.eval`). `reader` is the frozen generator's own model
+    second baseline of `python -m src.eval`); `expanded_options`, one search with the question,
+    its options' texts, then the rewriter's queries (the options name the candidates, the
+    rewriter's words say which one the findings fit). `reader` is the frozen generator's own model
     (another network than the policy's, as the original recipe's generator is); without one
     the policy's base, adapter off, answers. Each completion's detail says whether its query
     copies the question (`copies_question`) and names an option (`names_option`), so that a
@@ -227,16 +229,18 @@ class Rewriter(Generator):
         if self.settings.query_source == "question":
             return [str(row["question"])]
         if self.settings.query_source == "question_options":
-            options = [str(row["options"][letter]) for letter in LETTERS]
-            return [" ".join([str(row["question"]), *options])]
+            return [with_options(row)]
         return parse_queries(self.response_prefix + completion, self.settings.num_queries)
 
     def searches(self, queries: list[str], row: dict[str, Any]) -> list[str]:
         """What is searched for a completion's queries: the queries themselves, or with
-        `query_source=expanded` one search, the question followed by them."""
-        if self.settings.query_source != "expanded":
-            return queries
-        return [" ".join([str(row["question"]), *queries])]
+        `query_source=expanded` one search, the question followed by them, and with
+        `expanded_options` the question, its options' texts, then them."""
+        if self.settings.query_source == "expanded":
+            return [" ".join([str(row["question"]), *queries])]
+        if self.settings.query_source == "expanded_options":
+            return [" ".join([with_options(row), *queries])]
+        return queries
 
     def retrieve(self, queries: list[list[str]]) -> tuple[list[list[Hit]], list[list[list[Hit]]]]:
         """Every completion's documents: one batched search over all queries, then each
@@ -302,6 +306,12 @@ def gold_reciprocal_rank(
         if holds(hit, gold_text, with_title)
     ]
     return 1.0 / min(ranks) if ranks else 0.0
+
+
+def with_options(row: dict[str, Any]) -> str:
+    """The row's question followed by its options' texts, A to D: the no-rewriter query that
+    names every candidate answer."""
+    return " ".join([str(row["question"]), *(str(row["options"][letter]) for letter in LETTERS)])
 
 
 def words(text: str) -> list[str]:

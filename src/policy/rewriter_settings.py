@@ -9,7 +9,7 @@ from typing import Any
 
 from src.utils.errors import ConfigError
 
-QUERY_SOURCES = ("rewriter", "question", "question_options", "expanded")
+QUERY_SOURCES = ("rewriter", "question", "question_options", "expanded", "expanded_options")
 ANSWER_MODES = ("likelihood", "generate")
 
 

@@ -233,6 +233,19 @@ def test_expanded_searches_the_question_followed_by_the_queries(tmp_path, lora_l
     assert [d["no_queries"] for d in outcomes.details] == [False, True]
 
 
+def test_expanded_options_searches_the_question_its_options_then_the_queries(tmp_path, lora_lm):
+    retriever = FakeRetriever()
+    role = make_rewriter(tmp_path, retriever, query_source="expanded_options")
+    assert role.reads_completions()
+    batch = rows()
+    role.prepare(lora_lm, batch)
+    role.outcomes([" spores\n2. toxin", " ?"], batch, lora_lm)
+    options = "Vibrio cholerae Bacillus anthracis X Y"
+    assert retriever.calls == [
+        [f"{batch[0]['question']} {options} spores toxin", f"{batch[1]['question']} {options}"]
+    ]
+
+
 def test_the_question_with_its_options_is_one_query_and_samples_nothing(tmp_path, lora_lm):
     from src.policy.episode import run_episode
 

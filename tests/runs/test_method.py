@@ -21,7 +21,8 @@ TASKS = sorted(path.stem for path in (CONF / "task").glob("*.yaml"))
 PRESETS = sorted(path.stem for path in (CONF / "preset").glob("*.yaml"))
 # A task that has a method of its own names it with `override /algo:`; the others run grpo.
 TASK_ALGO = {
-    **{task: task for task in ("math", "reader", "medqa_rewriter", "char_diffusion")},
+    **{task: task for task in ("math", "reader", "char_diffusion")},
+    "medqa_rewriter": "medqa_rewriter_gemma",
     "medqa_rewriter_smollm2": "medqa_rewriter",
     "medqa_searcher": "medqa_searcher_gdpo",
 }
