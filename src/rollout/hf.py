@@ -15,7 +15,7 @@ from src.model.steps import RowContexts, Steps
 from src.rollout.decode import Sampling, Stop, decode, decode_rows
 from src.rollout.rollout import Rollout, completion_mask
 from src.rollout.sampler import check_sampling
-from src.rollout.stops import first_mark, stop_at_marks
+from src.rollout.stops import first_mark, stop_at_marks, stop_texts
 
 
 class HFSampler:
@@ -43,9 +43,7 @@ class HFSampler:
         stop_strings: list[str] | None = None,
     ) -> None:
         check_sampling(max_completion_length, temperature, min_completion_length)
-        if any(not isinstance(mark, str) or not mark for mark in stop_strings or []):
-            raise ValueError(f"rollout.stop_strings must be non-empty texts, got {stop_strings!r}")
-        self.stop_strings = list(stop_strings or [])
+        self.stop_strings = stop_texts(stop_strings)  # checked as rollout.stop_strings (keys.py)
         self.max_completion_length = max_completion_length
         self.min_completion_length = min_completion_length
         self.temperature = temperature

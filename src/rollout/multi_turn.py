@@ -1,7 +1,8 @@
 """A rollout in turns (Search-R1's): a completion may search by writing
 `<search>QUERY</search>`; the row pauses at the closing tag, the tool's answer is inserted as
 `<information>...</information>`, and the row goes on from there, until `</answer>`, its EOS,
-its searches or its token budget run out.
+its searches or its token budget run out, or it writes one of the sampler's stop texts
+(`rollout.stop_strings`, ending it as its answer does).
 
     prompt --G rows, one read of the prompt--> turn 1 ... </search>
            --tool(QUERY)--> <information>passages</information>   (inserted: context, no action)
@@ -43,6 +44,7 @@ class TurnSampler(Protocol):
 
     temperature: float  # sampling temperature; log-probs are taken at the same one
     max_completion_length: int  # tokens the policy writes per completion, all turns together
+    stop_strings: list[str]  # texts a completion ends at (rollout.stop_strings), as an answer does
 
     def new_tokens(
         self,
@@ -186,9 +188,9 @@ class MultiTurnSampler:
         return self._rollout(lm, rows, prompt_ids, prompt_mask)
 
     def _marks(self, row: Row) -> list[str]:
-        """Where the row's turn ends: its answer's end, and its query's end while it may
-        still search."""
-        marks = [self.tags.answer_close]
+        """Where the row's turn ends: its answer's end and the sampler's stop texts
+        (`rollout.stop_strings`), and its query's end while it may still search."""
+        marks = [self.tags.answer_close, *self.turns.stop_strings]
         if row.searches < self.max_searches:
             marks.append(self.tags.search_close)
         return marks

@@ -5,12 +5,28 @@ row is cut there, the mark's token kept."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import torch
 from torch import Tensor
 
 from src.rollout.decode import Stop
+
+ESCAPES = {"\\n": "\n", "\\t": "\t", "\\r": "\r"}  # typed as two characters -> meant
+
+
+def stop_texts(texts: Sequence[str] | None) -> list[str]:
+    """The stop texts of `rollout.stop_strings`, with a line end, tab or carriage return typed
+    as two characters (a backslash, then n, t or r: what the command line passes for
+    `'rollout.stop_strings=["\\n"]'`) read as the character it names, as a YAML file's
+    double-quoted `"\\n"` is."""
+    found = []
+    for text in texts or []:
+        for typed, meant in ESCAPES.items():
+            text = text.replace(typed, meant)
+        found.append(text)
+    return found
 
 
 def first_mark(tokenizer: Any, tokens: list[int], marks: list[str]) -> tuple[int, str | None]:

@@ -15,8 +15,9 @@ INDEX_TEXT = re.compile(r"\s*\d+\s*(,\s*\d+\s*)*,?\s*")  # "0,1" or "0,": device
 
 @dataclass(frozen=True)
 class Setting:
-    """What one key may hold: a `kind` (`int`, `float`, `bool`, `str`; `indices`, device
-    indices as a list or as text with commas; `config`, an object's config with `_target_`),
+    """What one key may hold: a `kind` (`int`, `float`, `bool`, `str`; `texts`, a list of
+    non-empty texts; `indices`, device indices as a list or as text with commas; `config`, an
+    object's config with `_target_`),
     an inclusive range (`low`, `high`; `above` makes `low` exclusive, `below` makes `high`
     exclusive), a set of `choices`, and whether null is allowed."""
 
@@ -39,6 +40,7 @@ class Setting:
                 "float": "a number",
                 "bool": "true or false",
                 "str": "a text",
+                "texts": "a list of non-empty texts, such as [END] or ['\\n']",
                 "indices": "device indices (a list, or text such as 0,1)",
                 "config": "a config with _target_",
             }[self.kind]
@@ -63,6 +65,10 @@ class Setting:
             return isinstance(value, bool)
         if self.kind == "str":
             return isinstance(value, str) and (self.blank or bool(value.strip()))
+        if self.kind == "texts":
+            return isinstance(value, list | tuple) and all(
+                isinstance(text, str) and text != "" for text in value
+            )
         if self.kind == "indices":
             if isinstance(value, list | tuple):
                 return bool(value) and all(
@@ -116,4 +122,5 @@ def choice(*choices: Any, nullable: bool = False) -> Setting:
 FLAG = Setting("bool")
 TEXT = Setting("str")
 OPTIONAL_TEXT = Setting("str", nullable=True)
+TEXTS = Setting("texts", nullable=True)  # a list of texts (a bare text is refused, not split)
 ANY_TEXT = Setting("str", blank=True)  # a template part or prefix that may be empty

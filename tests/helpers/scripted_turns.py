@@ -41,10 +41,12 @@ class ScriptedTurns:
         script: Callable[[str, int], str] | None = None,
         max_completion_length: int = 200,
         query: str = "findings of row {row}",
+        stop_strings: list[str] | None = None,
         **_: Any,
     ) -> None:
         self.script = script or partial(search_then_answer, query=query)
         self.max_completion_length = max_completion_length
+        self.stop_strings = list(stop_strings or [])
         self.calls: list[tuple[list[str], int, int]] = []
 
     def sync(self, lm: Any) -> None:

@@ -1,6 +1,5 @@
 """Completion masks, clipping and grouping of the transformers sampler."""
 
-import pytest
 import torch
 
 from src.rollout.hf import HFSampler
@@ -76,6 +75,7 @@ def test_stop_strings_end_each_completion_after_the_token_that_completes_them(ti
     assert stopped >= 2
 
 
-def test_stop_strings_must_be_texts():
-    with pytest.raises(ValueError, match="rollout.stop_strings must be non-empty texts"):
-        HFSampler(max_completion_length=4, stop_strings=[""])
+def test_a_stop_typed_as_backslash_n_stops_at_a_line_end():
+    """The sampler reads `rollout.stop_strings` as `stop_texts` does (its check is the key's
+    declaration, tests/rollout/test_stop_strings.py)."""
+    assert HFSampler(max_completion_length=4, stop_strings=["\\n"]).stop_strings == ["\n"]

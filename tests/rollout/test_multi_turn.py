@@ -199,6 +199,7 @@ class Widths:
         self.ignore_stop = ignore_stop
         self.temperature = self.sampler.temperature
         self.max_completion_length = self.sampler.max_completion_length
+        self.stop_strings = self.sampler.stop_strings
         self.widths: list[int] = []
 
     def sync(self, lm) -> None:
