@@ -69,3 +69,40 @@ def test_the_question_alone_finds_its_passage_less_often_than_with_the_options()
     assert shares["question"] <= 0.5
     assert shares["question"] + 0.2 < shares["question with its options"]
     assert shares["question with its options"] + 0.2 < shares["answer"]
+
+
+def test_group_room_counts_groups_with_a_completion_on_top_and_named_findings(tmp_path):
+    """scripts/group_room.py on a hand-made samples table: two groups of two completions."""
+    import json
+
+    from scripts.group_room import groups, names_findings, room
+    from scripts.make_findings_unseen import ANSWERS, SAMPLE
+
+    row = json.loads(SAMPLE.open().readline())
+    finding = next(
+        f
+        for kind in ANSWERS.values()
+        for f in kind.get(row["answer"], [])
+        if f.lower() not in row["question"].lower()
+    )
+    prompt = f"Question: {row['question']}\nTextbook terms:"
+    table = {
+        "columns": ["prompt", "completion", "gold_reciprocal_rank"],
+        "data": [
+            [prompt, f" {finding}, fever", 1.0],
+            [prompt, " vasculitis", 0.5],
+            [prompt + " ", " vasculitis", 0.25],  # another prompt: a group whose ranks tie
+            [prompt + " ", " vasculitis", 0.25],
+        ],
+    }
+    folder = tmp_path / "RUN" / "artifacts" / "samples"
+    folder.mkdir(parents=True)
+    (folder / "step_000001.json").write_text(json.dumps(table))
+    found = groups("RUN", tmp_path)
+    assert room(found) == {
+        "groups": 2.0,
+        "some completion on top": 0.5,
+        "completions on top": 0.25,  # (1/2 + 0/2) / 2
+        "groups whose ranks differ": 0.5,
+    }
+    assert names_findings(found, "unseen") == 0.25  # one completion of four names a finding
