@@ -16,6 +16,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from src.grpo.policy_losses import settings_read
 from src.grpo.settings import AlgoSettings
+from src.model.fast.probe import turned_off_names
 from src.policy.rewriter import NO_SFT_TARGET
 from src.runs.hooks import before_grpo_steps
 from src.runs.schema import MISSING, check_schema, value_at
@@ -118,7 +119,9 @@ def visible_cuda_devices() -> int:
 
 def check_hardware(cfg: DictConfig, cuda_devices: int | None = None) -> None:
     """Devices, strategy and sampler (`trainer.*`, `model.load_in_4bit`, `rollout`) that
-    cannot run on this machine; `cuda_devices` stands in for the visible count in tests."""
+    cannot run on this machine, and fast paths turned off by a name none has
+    ($GRPO_FAST_PATHS_OFF); `cuda_devices` stands in for the visible count in tests."""
+    turned_off_names()
     trainer = cfg.get("trainer") or {}
     check_hardware_settings(
         accelerator=str(trainer.get("accelerator", "cpu")),

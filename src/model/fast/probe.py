@@ -24,6 +24,8 @@ from typing import TypeVar
 import torch
 from torch import Tensor, nn
 
+from src.utils.errors import ConfigError
+
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 
@@ -49,6 +51,21 @@ _verdicts: dict[tuple[str, str], Verdict] = {}
 
 # a comma-separated list of fast paths to leave out without probing, or `all`
 OFF_VARIABLE = "GRPO_FAST_PATHS_OFF"
+# every fast path's name; a path proven as several, `fused_steps+packed_weights`, is off where
+# $GRPO_FAST_PATHS_OFF names any of them
+FAST_PATHS = (
+    "cache_room",
+    "captured_steps",
+    "chunked_head",
+    "continued_prefill",
+    "fused_steps",
+    "lean_layers",
+    "onednn_products",
+    "packed_weights",
+    "shared_prompt",
+    "static_steps",
+    "weight_grads",
+)
 
 
 def proven(path: str, network: nn.Module, check: Callable[[], float]) -> bool:
@@ -136,8 +153,21 @@ def turned_off(path: str) -> bool:
     """Whether $GRPO_FAST_PATHS_OFF names the path, one of its parts (`fused_steps` for
     `fused_steps+packed_weights`), or `all`: for a run that must take the plain path, or to
     measure what a fast path earns."""
-    names = {name.strip() for name in os.environ.get(OFF_VARIABLE, "").split(",")}
+    names = turned_off_names()
     return "all" in names or any(part in names for part in path.split("+"))
+
+
+def turned_off_names() -> set[str]:
+    """The names $GRPO_FAST_PATHS_OFF gives, refused in one line where one of them names no
+    fast path (a misspelt name would leave the path it meant on, without a word)."""
+    names = {name.strip() for name in os.environ.get(OFF_VARIABLE, "").split(",")} - {""}
+    unknown = sorted(names - set(FAST_PATHS) - {"all"})
+    if unknown:
+        raise ConfigError(
+            f"${OFF_VARIABLE} names {unknown[0]!r}, which is no fast path: name any of "
+            f"{', '.join(FAST_PATHS)}, or all"
+        )
+    return names
 
 
 def _run(path: str, kind: str, network: nn.Module, check: Callable[[], float]) -> Verdict:

@@ -273,6 +273,48 @@ def test_the_environment_turns_paths_off_without_probing(tiny_lm, monkeypatch):
     assert not proven("lean_layers", tiny_lm.network, lambda: 0.0)
 
 
+def test_a_name_that_is_no_fast_path_is_refused_in_one_line(monkeypatch, make_cfg):
+    from src.runs.settings import check_settings
+    from src.utils.errors import ConfigError
+
+    monkeypatch.setenv("GRPO_FAST_PATHS_OFF", "fused_step")  # fused_steps, misspelt
+    with pytest.raises(ConfigError) as caught:
+        check_settings(make_cfg())  # before anything is loaded
+    assert str(caught.value).startswith(
+        "$GRPO_FAST_PATHS_OFF names 'fused_step', which is no fast path: name any of cache_room,"
+    )
+    monkeypatch.setenv("GRPO_FAST_PATHS_OFF", " fused_steps,all, ")
+    assert probe.turned_off_names() == {"fused_steps", "all"}
+
+
+def test_every_fast_path_the_code_proves_is_named_in_fast_paths():
+    """A path's name in `proven`, `built`, `imply` or a `path = ...` of src/model/fast is one
+    $GRPO_FAST_PATHS_OFF may name."""
+    import re
+    from pathlib import Path
+
+    root = Path(probe.__file__).resolve().parents[1]
+    pattern = re.compile(
+        r'(?:proven|built|imply|proven_object)\(\s*"([a-z_+]+)"|(?:path|PATH) = "([a-z_+]+)"'
+    )
+    named = {
+        part
+        for source in root.rglob("*.py")
+        for found in pattern.findall(source.read_text())
+        for name in found
+        if name
+        for part in name.split("+")
+    }
+    assert {
+        "fused_steps",
+        "cache_room",
+        "shared_prompt",
+        "captured_steps",
+        "onednn_products",
+    } <= named
+    assert named <= set(probe.FAST_PATHS)
+
+
 def test_the_largest_difference_of_finite_and_not_finite_values():
     from src.model.fast.probe import largest_difference
 
