@@ -19,6 +19,7 @@ from src.grpo.settings import AlgoSettings
 from src.model.fast.probe import turned_off_names
 from src.policy.rewriter import NO_SFT_TARGET
 from src.runs.hooks import before_grpo_steps
+from src.runs.read_keys import check_read_keys
 from src.runs.schema import MISSING, check_schema, value_at
 from src.utils.config import plain
 from src.utils.errors import ConfigError, MissingFileError
@@ -34,6 +35,7 @@ def check_settings(cfg: DictConfig) -> AlgoSettings:
     Returns the algorithm's settings, built here once for the whole run."""
     check_required(cfg)
     check_schema(cfg)
+    check_read_keys(cfg)
     settings = check_algo_settings(plain(cfg.get("algo")) or {})
     check_model_settings(plain(cfg.get("model")) or {})
     check_hardware(cfg)

@@ -68,6 +68,14 @@ def test_malformed_data_file_names_file_and_line(tmp_path):
         ("trainer.max_steps=1.5", "error: trainer.max_steps must be a whole number >= 1"),
         ("rollout.temperature=hot", "error: rollout.temperature must be a number > 0, got 'hot'"),
         (
+            "+rollout.enforce_eager=true",
+            "error: rollout.enforce_eager is not read by HFSampler, which rollout builds: remove it",
+        ),
+        (
+            "rollout.stop_strings=END",
+            "error: rollout.stop_strings must be a list of non-empty texts",
+        ),
+        (
             "model=smollm2_135m model.name_or_path=nobody/nothing-1b",
             "error: model.name_or_path='nobody/nothing-1b' is not in the local Hugging Face cache "
             "and the hub cannot be reached",

@@ -1,0 +1,53 @@
+"""A key that the part built from its config section does not read is refused before the run
+starts, in one line: `+rollout.enforce_eager=true` with `rollout=hf` would otherwise fail as a
+`TypeError` traceback from the constructor, or, for a part that takes any keyword, be recorded
+in MLflow as if it had been used."""
+
+from __future__ import annotations
+
+import inspect
+from typing import Any
+
+from hydra.utils import get_object
+from omegaconf import DictConfig
+
+from src.runs.schema import MISSING, value_at
+from src.utils.errors import ConfigError
+
+# the config sections built whole from their `_target_` (`src.utils.config.build`)
+BUILT = ("data", "rollout", "retrieval", "model", "algo.optimizer", "algo.scheduler")
+
+
+def check_read_keys(cfg: DictConfig, sections: tuple[str, ...] = BUILT) -> None:
+    """Raise `ConfigError` for the first key of a built section that its target takes no
+    parameter for (a target that takes any keyword is not checked here)."""
+    for section in sections:
+        node = value_at(cfg, section)
+        if node is MISSING or not isinstance(node, dict) or "_target_" not in node:
+            continue
+        parameters = target_parameters(str(node["_target_"]))
+        if parameters is None:
+            continue
+        unread = sorted(
+            key for key in node if not str(key).startswith("_") and key not in parameters
+        )
+        if unread:
+            name = str(node["_target_"]).rsplit(".", 1)[-1]
+            raise ConfigError(
+                f"{section}.{unread[0]} is not read by {name}, which {section} builds: remove it "
+                f"(its keys: {', '.join(sorted(parameters))})"
+            )
+
+
+def target_parameters(target: str) -> set[str] | None:
+    """The keyword parameters the target takes; None where it takes any keyword or cannot be
+    read (building it then says what is wrong)."""
+    try:
+        found: Any = get_object(target)
+        signature = inspect.signature(found)
+    except Exception:  # an unknown target: Hydra's own error names it when the part is built
+        return None
+    kinds = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in signature.parameters.values()):
+        return None
+    return {name for name, p in signature.parameters.items() if p.kind in kinds}
