@@ -5,7 +5,7 @@ config against them."""
 from __future__ import annotations
 
 from src.data.datamodule import SPLITS
-from src.utils.setting import AnyOf, Setting, choice, whole
+from src.utils.setting import FLAG, AnyOf, Setting, choice, whole
 
 # key -> what it may hold; what each means is said beside it in its config
 SETTINGS: dict[str, Setting | AnyOf] = {
@@ -13,4 +13,5 @@ SETTINGS: dict[str, Setting | AnyOf] = {
     "eval.split": choice(*SPLITS),
     "eval.max_rows": whole(1, nullable=True),
     "eval.batch_size": whole(1),
+    "eval.oracle": FLAG,
 }

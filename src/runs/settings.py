@@ -239,13 +239,15 @@ def check_hardware_settings(
 
 
 RETRIEVAL_ROLES = ("src.policy.rewriter.Rewriter", "src.policy.reader.Reader")
+ORACLE_ROLES = ("src.policy.searcher.Searcher",)  # roles that read a row's `oracle` mark
 
 
 def check_role_settings(cfg: DictConfig) -> None:
     """Roles that need parts the config lacks: a retriever, or a LoRA adapter whose base serves
-    as the frozen planner and generator."""
+    as the frozen planner and generator; and the oracle settings, which only a searcher reads."""
     policy = cfg.get("policy") or {}
     target = policy.get("_target_")
+    check_oracle_settings(cfg, str(target))
     if target in RETRIEVAL_ROLES and cfg.get("retrieval") is None:
         raise ConfigError(
             f"policy {target.rsplit('.', 1)[-1].lower()} retrieves documents but no retriever is "
@@ -261,6 +263,25 @@ def check_role_settings(cfg: DictConfig) -> None:
         )
     if (cfg.get("sft") or {}).get("enabled") and not str(policy.get("sft_target") or "").strip():
         raise ConfigError(NO_SFT_TARGET)
+
+
+def check_oracle_settings(cfg: DictConfig, target: str) -> None:
+    """`eval.oracle` and `data.oracle_share` mark rows whose searches read the gold passage; a
+    role that does not search would ignore the mark and the run record it as used."""
+    if target in ORACLE_ROLES:
+        return
+    role = target.rsplit(".", 1)[-1]
+    if value_at(cfg, "eval.oracle") is True:
+        raise ConfigError(
+            f"eval.oracle=true marks rows whose searches read the gold passage, which only "
+            f"policy=searcher does; this run's role is {role}: remove eval.oracle"
+        )
+    share = value_at(cfg, "data.oracle_share")
+    if isinstance(share, int | float) and share > 0:
+        raise ConfigError(
+            f"data.oracle_share={share} marks training rows whose searches read the gold "
+            f"passage, which only policy=searcher does; this run's role is {role}: set it to 0"
+        )
 
 
 def check_trainer_settings(cfg: DictConfig) -> None:

@@ -72,6 +72,15 @@ def test_malformed_data_file_names_file_and_line(tmp_path):
             "error: rollout.enforce_eager is not read by HFSampler, which rollout builds: remove it",
         ),
         (
+            "task=medqa_rewriter eval.oracle=true",
+            "error: eval.oracle=true marks rows whose searches read the gold passage, which only "
+            "policy=searcher does; this run's role is Rewriter: remove eval.oracle",
+        ),
+        (
+            "task=medqa_searcher data.oracle_share=50%",
+            "error: data.oracle_share must be a number in [0, 1], got '50%'",
+        ),
+        (
             "rollout.stop_strings=END",
             "error: rollout.stop_strings must be a list of non-empty texts",
         ),
