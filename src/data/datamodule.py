@@ -270,6 +270,12 @@ class PromptDataModule(L.LightningDataModule):
         else:
             kept, dropped = clean_rows(rows, self.schema, source)
         self.report[split] = {"rows": len(rows), "kept": len(kept), "dropped": dropped}
+        if rows and not kept:  # the cause, not what a too-small remainder would suggest
+            reasons = ", ".join(f"{count} {reason}" for reason, count in dropped.items())
+            raise DataFileError(
+                f"{source}: every one of its {len(rows)} rows was dropped ({reasons}); "
+                "give rows in the data's schema"
+            )
         return kept
 
     def _raw_splits(self) -> tuple[list[dict[str, Any]], list[dict[str, Any]] | None, str]:
@@ -328,10 +334,7 @@ class PromptDataModule(L.LightningDataModule):
         none may share a kind with the training rows."""
         rows = self._clean(self._file_rows(path), "unseen", path)
         if not rows:
-            raise DataFileError(
-                f"{path}: no usable rows for data.unseen.path "
-                f"(dropped: {self.report['unseen']['dropped']}); give rows in the data's schema"
-            )
+            raise DataFileError(f"{path}: data.unseen.path holds no rows")
         shared = sorted(kinds(rows) & kinds(train_rows))
         if shared:
             raise DataFileError(

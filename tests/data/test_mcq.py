@@ -140,3 +140,16 @@ def test_hub_unreachable_falls_back_to_the_sample() -> None:
     assert loaded["all"][0]["_file"].endswith("medmcqa_sample.jsonl")
     with pytest.raises(FileNotFoundError, match="data.path=FILE"):
         hub_splits("openlifescienceai/medmcqa", {"train": "train"}, None)
+
+
+def test_a_file_whose_every_row_is_dropped_says_why(tmp_path: Path) -> None:
+    """Rows without options: the one line names the file and the cause, never a remedy for a
+    held-out split that is merely too large."""
+    rows = [{"question": f"Q{n}?", "answer_idx": "A", "answer": "x"} for n in range(6)]
+    path = write_jsonl(tmp_path / "no_options.jsonl", rows)
+    module = PromptDataModule(path=str(path), schema=MedQA(), required_fields=[], val_size=2)
+    with pytest.raises(DataFileError) as caught:
+        module.prepare_rows()
+    message = str(caught.value)
+    assert message.startswith(f"{path}: every one of its 6 rows was dropped (6 missing ")
+    assert "val_size" not in message and "\n" not in message
