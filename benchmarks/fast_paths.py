@@ -133,6 +133,11 @@ def retime() -> list[str]:
         now = per_machine.choice_descriptions()[name]
         was = "nothing" if before is None else f"{before['value']!r} ({before.get('measured_at')})"
         lines.append(f"{name}: kept before {was}; now {now}")
+    if not lines:
+        lines.append(
+            f"no per-machine choice is kept for this machine in {per_machine.folder()}: "
+            "nothing to time again (a run measures and keeps them when it first needs them)"
+        )
     return lines
 
 

@@ -87,3 +87,9 @@ def test_retime_times_every_kept_verdict_again(tmp_path, timed):
     assert "kept before False" in gradients and "now False (measured now and kept" in gradients
     assert "kept before True" in products and "now True (measured now and kept" in products
     assert per_machine.kept("something_else")["value"] == 3
+
+
+def test_retime_with_nothing_kept_says_so(tmp_path, timed):
+    lines = fast_paths.retime()
+    assert timed == [] and len(lines) == 1
+    assert lines[0].startswith(f"no per-machine choice is kept for this machine in {tmp_path}")
