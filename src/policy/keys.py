@@ -6,20 +6,30 @@ from __future__ import annotations
 
 from src.policy.generator import CHAT_TEMPLATE_CHOICES
 from src.policy.rewriter_settings import ANSWER_MODES, QUERY_SOURCES
-from src.utils.setting import ANY_TEXT, OPTIONAL_TEXT, TEXT, AnyOf, Setting, choice, whole
+from src.utils.setting import (
+    ANY_TEXT,
+    OPTIONAL_TEMPLATE,
+    OPTIONAL_TEXT,
+    TEMPLATE,
+    AnyOf,
+    Setting,
+    choice,
+    whole,
+)
 
 # key -> what it may hold; what each means is said beside it in its config
 SETTINGS: dict[str, Setting | AnyOf] = {
     # the policy role
-    "policy.template": TEXT,
-    "policy.sft_target": ANY_TEXT,
+    "policy.template": TEMPLATE,
+    "policy.sft_target": Setting("template", blank=True),
     "policy.response_prefix": ANY_TEXT,
     "policy.plan_prefix": ANY_TEXT,
-    "policy.plan_template": TEXT,
-    "policy.answer_template": TEXT,
-    "policy.reader_template": OPTIONAL_TEXT,
-    "policy.document_template": TEXT,
-    "policy.passage_template": TEXT,
+    "policy.plan_template": TEMPLATE,
+    "policy.answer_template": TEMPLATE,
+    "policy.reader_template": OPTIONAL_TEMPLATE,
+    "policy.query_template": TEMPLATE,
+    "policy.document_template": TEMPLATE,
+    "policy.passage_template": TEMPLATE,
     "policy.planner.max_completion_length": whole(1),
     "policy.answerer.max_completion_length": whole(1),
     "policy.system_prompt": OPTIONAL_TEXT,

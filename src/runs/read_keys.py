@@ -9,9 +9,8 @@ import inspect
 from typing import Any
 
 from hydra.utils import get_object
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 
-from src.runs.schema import MISSING, value_at
 from src.utils.errors import ConfigError
 
 # the config sections built whole from their `_target_` (`src.utils.config.build`)
@@ -22,8 +21,8 @@ def check_read_keys(cfg: DictConfig, sections: tuple[str, ...] = BUILT) -> None:
     """Raise `ConfigError` for the first key of a built section that its target takes no
     parameter for (a target that takes any keyword is not checked here)."""
     for section in sections:
-        node = value_at(cfg, section)
-        if node is MISSING or not isinstance(node, dict) or "_target_" not in node:
+        node = OmegaConf.select(cfg, section, default=None)  # its names only: nothing resolved
+        if not OmegaConf.is_dict(node) or "_target_" not in node:
             continue
         parameters = target_parameters(str(node["_target_"]))
         if parameters is None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import math
 import re
+import string
 from dataclasses import dataclass
 from typing import Any
 
@@ -41,6 +42,7 @@ class Setting:
                 "bool": "true or false",
                 "str": "a text",
                 "texts": "a list of non-empty texts, such as [END] or ['\\n']",
+                "template": "a text whose every { closes a {field} (a brace itself is {{ or }})",
                 "indices": "device indices (a list, or text such as 0,1)",
                 "config": "a config with _target_",
             }[self.kind]
@@ -65,6 +67,8 @@ class Setting:
             return isinstance(value, bool)
         if self.kind == "str":
             return isinstance(value, str) and (self.blank or bool(value.strip()))
+        if self.kind == "template":
+            return isinstance(value, str) and (self.blank or bool(value.strip())) and formats(value)
         if self.kind == "texts":
             return isinstance(value, list | tuple) and all(
                 isinstance(text, str) and text != "" for text in value
@@ -107,6 +111,16 @@ class AnyOf:
         return any(option.accepts(value) for option in self.options)
 
 
+def formats(text: str) -> bool:
+    """Whether `text` is a `str.format` pattern: every brace opens or closes a field, or is
+    doubled."""
+    try:
+        list(string.Formatter().parse(text))
+    except ValueError:  # "Single '}' encountered", "expected '}' before end of string"
+        return False
+    return True
+
+
 def whole(low: float | None = None, **more: Any) -> Setting:
     return Setting("int", low=low, **more)
 
@@ -122,5 +136,7 @@ def choice(*choices: Any, nullable: bool = False) -> Setting:
 FLAG = Setting("bool")
 TEXT = Setting("str")
 OPTIONAL_TEXT = Setting("str", nullable=True)
+TEMPLATE = Setting("template")  # a prompt filled with str.format: its braces must pair
+OPTIONAL_TEMPLATE = Setting("template", nullable=True)
 TEXTS = Setting("texts", nullable=True)  # a list of texts (a bare text is refused, not split)
 ANY_TEXT = Setting("str", blank=True)  # a template part or prefix that may be empty

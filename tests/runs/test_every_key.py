@@ -25,7 +25,8 @@ def test_every_key_is_accepted_or_refused_in_one_line(task, tmp_path):
     for key in found:  # a typed key refuses a text where a number belongs, or the reverse
         if key in tables:
             setting = tables[key]
-            wrong = "abc" if setting.kind != "str" or setting.choices else 1.5
+            wrong = {"str": 1.5, "template": "{unclosed"}.get(setting.kind, "abc")
+            wrong = "abc" if setting.choices else wrong
             assert verdict(raw, key, wrong) == "refused", key
     assert sum(counts["refused"] for counts in found.values()) > 0
 
@@ -49,6 +50,8 @@ def test_a_refusal_names_the_key_the_value_and_what_is_allowed(tmp_path):
         ("trainer.strategy", "dpp", "trainer.strategy must be auto, a Lightning strategy name"),
         ("trainer.strategy", {"sharding": 1}, "or a strategy config with _target_"),
         ("paths.output_root", "", "paths.output_root must be a text, got ''"),
+        ("policy.template", "Q: {question", "policy.template must be a text whose every { closes a {field}"),
+        ("rollout.stop_strings", "END", "rollout.stop_strings must be a list of non-empty texts"),
     ]  # fmt: skip
     for key, value, message in cases:
         cfg = OmegaConf.create(raw)
@@ -67,6 +70,9 @@ def test_a_refusal_names_the_key_the_value_and_what_is_allowed(tmp_path):
         ("trainer.devices", "0,1"),
         ("trainer.strategy", "ddp_spawn"),
         ("trainer.strategy", {"_target_": "lightning.pytorch.strategies.DDPStrategy"}),
+        ("policy.template", "{{literal}} {question}"),
+        ("rollout.stop_strings", ["\\n", "END"]),
+        ("rollout.stop_strings", None),
     ):
         assert verdict(raw, key, value) == "accepted"
 
