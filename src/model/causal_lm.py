@@ -540,18 +540,19 @@ def load_causal_lm(
     return CausalLM(network, tokenizer, max_prompt_length, lean_activations, compile)
 
 
-def check_model_folders(name_or_path: str, adapter_path: str | None) -> None:
+def check_model_folders(name_or_path: str, adapter_path: str | None, key: str = "model") -> None:
     """`MissingFileError` naming the key for a local model folder that is not there, or an
-    adapter folder without its adapter_config.json, before anything loads."""
+    adapter folder without its adapter_config.json, before anything loads; `key` is where the
+    model's config sits (`policy.reader` for a rewriter's reader)."""
     looks_local = Path(name_or_path).is_absolute() or name_or_path.startswith(".")
     if looks_local and not Path(name_or_path).is_dir():
         raise MissingFileError(
-            f"model.name_or_path: no model folder at {name_or_path}; "
+            f"{key}.name_or_path: no model folder at {name_or_path}; "
             "point it to a folder holding config.json"
         )
     if adapter_path is not None and not (Path(adapter_path) / "adapter_config.json").is_file():
         raise MissingFileError(
-            f"model.adapter_path: no LoRA adapter (adapter_config.json) in {adapter_path}"
+            f"{key}.adapter_path: no LoRA adapter (adapter_config.json) in {adapter_path}"
         )
 
 

@@ -16,6 +16,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from src.grpo.policy_losses import settings_read
 from src.grpo.settings import AlgoSettings
+from src.model.causal_lm import check_model_folders
 from src.model.fast.probe import turned_off_names
 from src.policy.rewriter import NO_SFT_TARGET
 from src.runs.hooks import before_grpo_steps
@@ -248,6 +249,17 @@ def check_role_settings(cfg: DictConfig) -> None:
     policy = cfg.get("policy") or {}
     target = policy.get("_target_")
     check_oracle_settings(cfg, str(target))
+    if policy.get("reader") is not None and target != "src.policy.rewriter.Rewriter":
+        raise ConfigError(
+            f"policy.reader: a frozen reader of its own model is policy=rewriter's; this run's "
+            f"role, {str(target).rsplit('.', 1)[-1]}, reads with its own base model (adapter off): "
+            "remove policy.reader"
+        )
+    reader = policy.get("reader")
+    if reader is not None and reader.get("builder") is None:  # a builder writes a missing folder
+        check_model_folders(
+            str(reader.get("name_or_path")), reader.get("adapter_path"), key="policy.reader"
+        )
     if target in RETRIEVAL_ROLES and cfg.get("retrieval") is None:
         raise ConfigError(
             f"policy {target.rsplit('.', 1)[-1].lower()} retrieves documents but no retriever is "

@@ -81,6 +81,16 @@ def test_malformed_data_file_names_file_and_line(tmp_path):
             "error: data.oracle_share must be a number in [0, 1], got '50%'",
         ),
         (
+            "task=medqa_searcher +model@policy.reader=tiny",
+            "error: policy.reader: a frozen reader of its own model is policy=rewriter's; this "
+            "run's role, Searcher, reads with its own base model (adapter off): remove policy.reader",
+        ),
+        (
+            "task=medqa_rewriter +model@policy.reader=smollm2_135m policy.reader.lora=null "
+            "policy.reader.name_or_path=/no/such",
+            "error: policy.reader.name_or_path: no model folder at /no/such",
+        ),
+        (
             "rollout.stop_strings=END",
             "error: rollout.stop_strings must be a list of non-empty texts",
         ),
@@ -200,3 +210,13 @@ def test_an_eval_head_named_with_a_wrong_folder_is_one_line(tmp_path):
     )
     line = error_line(result)
     assert line.startswith(f"error: eval.adapters.grpo: no saved model at {wrong}")
+
+
+def test_a_model_config_placed_as_the_reader_names_its_own_folder(make_cfg):
+    """conf/model/tiny.yaml's folder is interpolated from its own keys, so the config works
+    wherever it is placed (`+model@policy.reader=tiny`), not only as `model`."""
+    cfg = make_cfg(
+        "task=medqa_rewriter", "+model@policy.reader=tiny", "policy.reader.builder.num_layers=2"
+    )
+    assert cfg.policy.reader.name_or_path.endswith("tiny_llama_h128_l2")
+    assert cfg.model.name_or_path != cfg.policy.reader.name_or_path
