@@ -1,17 +1,20 @@
-"""A key that the part built from its config section does not read is refused before the run
-starts, in one line: `+rollout.enforce_eager=true` with `rollout=hf` would otherwise fail as a
-`TypeError` traceback from the constructor, or, for a part that takes any keyword, be recorded
-in MLflow as if it had been used."""
+"""A key that nothing reads is refused before the run starts, in one line: a key of a section
+built whole that its part takes no parameter for (`+rollout.enforce_eager=true` with
+`rollout=hf` would otherwise fail as a `TypeError` traceback from the constructor), and a
+top-level key that the command line adds with `+` (`+rewriter_adapter=DIR` on a task without
+that key would be recorded in MLflow as if it had been used, and ignored)."""
 
 from __future__ import annotations
 
 import inspect
 from typing import Any
 
+from hydra.core.hydra_config import HydraConfig
 from hydra.utils import get_object
 from omegaconf import DictConfig, OmegaConf
 
 from src.utils.errors import ConfigError
+from src.utils.resolvers import PROJECT_ROOT
 
 # the config sections built whole from their `_target_` (`src.utils.config.build`)
 BUILT = ("data", "rollout", "retrieval", "model", "algo.optimizer", "algo.scheduler")
@@ -50,3 +53,22 @@ def target_parameters(target: str) -> set[str] | None:
     if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in signature.parameters.values()):
         return None
     return {name for name, p in signature.parameters.items() if p.kind in kinds}
+
+
+def check_added_keys(overrides: list[str] | None = None) -> None:
+    """Raise `ConfigError` for a `+KEY=VALUE` override (the run's own, or `overrides`) that adds
+    a top-level key: no config of the run has it, so no config reads it through an
+    interpolation, and the code reads only top-level keys its configs define. A config group
+    added with `+` (`+experiment=...`, `+model@policy.reader=tiny`) is not a key."""
+    if overrides is None:
+        overrides = list(HydraConfig.get().overrides.task) if HydraConfig.initialized() else []
+    for override in overrides:
+        if not override.startswith("+") or override.startswith("++") or "=" not in override:
+            continue
+        key = override[1:].split("=", 1)[0]
+        if "." in key or "@" in key or (PROJECT_ROOT / "conf" / key).is_dir():
+            continue
+        raise ConfigError(
+            f"+{key} adds a key that no config of this run has, so nothing reads it: remove it "
+            f"(a task that takes {key} sets it without the +)"
+        )

@@ -84,6 +84,6 @@ def test_a_recipes_keys_are_declared_beside_its_code_not_in_the_central_table(ma
 
 
 def test_a_settings_table_that_cannot_be_imported_is_one_line(make_cfg):
-    cfg = make_cfg("+settings_tables=[src.nowhere.SETTINGS]")
+    cfg = make_cfg("settings_tables=[src.nowhere.SETTINGS]")
     with pytest.raises(UserError, match=r"settings_tables: cannot import src.nowhere.SETTINGS"):
         check_settings(cfg)

@@ -91,6 +91,11 @@ def test_malformed_data_file_names_file_and_line(tmp_path):
             "error: policy.reader.name_or_path: no model folder at /no/such",
         ),
         (
+            "task=medqa_searcher_smollm2 +rewriter_adapter=/tmp",
+            "error: +rewriter_adapter adds a key that no config of this run has, so nothing reads "
+            "it: remove it (a task that takes rewriter_adapter sets it without the +)",
+        ),
+        (
             "rollout.stop_strings=END",
             "error: rollout.stop_strings must be a list of non-empty texts",
         ),
@@ -220,3 +225,12 @@ def test_a_model_config_placed_as_the_reader_names_its_own_folder(make_cfg):
     )
     assert cfg.policy.reader.name_or_path.endswith("tiny_llama_h128_l2")
     assert cfg.model.name_or_path != cfg.policy.reader.name_or_path
+
+
+def test_a_config_group_added_with_a_plus_is_not_a_key():
+    from src.runs.read_keys import check_added_keys
+
+    check_added_keys(["+experiment=rewriter_gemma_base", "+model@policy.reader=tiny", "seed=1"])
+    check_added_keys(["+trainer.profiler=simple", "++seed=3"])  # a section's key; a forced set
+    with pytest.raises(ConfigError, match=r"^\+sft_adaptr adds a key"):
+        check_added_keys(["+sft_adaptr=/tmp"])
