@@ -35,7 +35,7 @@ from src.model.network import Scorer, Sequences
 from src.model.offline import resolve_pretrained
 from src.model.positions import position_ids
 from src.model.prompt_start import added_bos, prompt_token_ids
-from src.utils.errors import MissingFileError
+from src.utils.errors import ConfigError, MissingFileError
 
 log = logging.getLogger(__name__)
 hf_logging.disable_progress_bar()
@@ -530,14 +530,33 @@ def load_causal_lm(
         tokenizer.pad_token = tokenizer.eos_token
     network = prepared_for_training(network, gradient_checkpointing, load_in_4bit)
     if adapter_path is not None:
-        from peft import PeftModel
-
-        network = PeftModel.from_pretrained(network, adapter_path, is_trainable=True)
+        network = with_saved_adapter(network, adapter_path, name_or_path)
     elif lora:
         from peft import LoraConfig, get_peft_model
 
         network = get_peft_model(network, LoraConfig(task_type="CAUSAL_LM", **lora))
     return CausalLM(network, tokenizer, max_prompt_length, lean_activations, compile)
+
+
+def with_saved_adapter(network: nn.Module, adapter_path: str, name_or_path: str) -> nn.Module:
+    """`network` with the LoRA adapter saved in `adapter_path`, trainable; an adapter whose
+    shapes are not this network's (trained on another base model) is one line naming both."""
+    import json
+
+    from peft import PeftModel
+
+    try:
+        return PeftModel.from_pretrained(network, adapter_path, is_trainable=True)
+    except RuntimeError as error:
+        if "size mismatch" not in str(error):
+            raise
+        saved = Path(adapter_path) / "adapter_config.json"
+        base = json.loads(saved.read_text()).get("base_model_name_or_path", "another model")
+        raise ConfigError(
+            f"model.adapter_path: the adapter in {adapter_path} was trained on {base}, whose "
+            f"layers differ from this run's model ({name_or_path}): give an adapter of this "
+            "model, or choose its base with model=..."
+        ) from None
 
 
 def check_model_folders(name_or_path: str, adapter_path: str | None, key: str = "model") -> None:

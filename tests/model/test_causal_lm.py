@@ -308,3 +308,21 @@ def test_rows_take_their_prompts_cache_by_repeats_where_groups_are_equal(owner, 
     cache = RecordedCache()
     copy_to_rows(cache, torch.tensor(owner), prompts)
     assert cache.calls == [call]
+
+
+def test_an_adapter_of_another_base_is_one_line_naming_both(tmp_path, tiny_lm):
+    """A LoRA adapter saved on the tiny Llama, loaded onto a narrower one: peft's size mismatch
+    becomes one line that names the adapter's base and this run's model."""
+    from src.utils.errors import ConfigError
+
+    lora = {"r": 4, "lora_alpha": 8, "target_modules": "all-linear"}
+    adapter = load_causal_lm(tiny_lm.network.name_or_path, lora=lora).save(
+        tmp_path / "adapter", merge=False
+    )
+    narrow = tmp_path / "narrow"
+    build_tiny_llama(narrow, hidden_size=64, num_layers=1, num_heads=2, intermediate_size=128)
+    with pytest.raises(ConfigError) as caught:
+        load_causal_lm(str(narrow), adapter_path=str(adapter))
+    message = str(caught.value)
+    assert message.startswith(f"model.adapter_path: the adapter in {adapter} was trained on ")
+    assert "tiny_llama_h128_l4" in message and str(narrow) in message and "\n" not in message
