@@ -116,7 +116,10 @@ def machine_measurements(tmp_path_factory: pytest.TempPathFactory) -> Iterator[P
 
 @pytest.fixture(autouse=True)
 def fresh_probes() -> Iterator[None]:
-    """Each test probes the fast paths anew: a verdict a test planted stays in that test."""
+    """Each test probes the fast paths anew: a verdict a test planted stays in that test, and so
+    does a per-machine choice a continued run pinned."""
     forget_verdicts()
+    per_machine.unpin()
     yield
     forget_verdicts()
+    per_machine.unpin()

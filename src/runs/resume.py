@@ -15,6 +15,7 @@ from lightning.pytorch.callbacks import Callback
 from omegaconf import DictConfig, open_dict
 
 from src.tracking.run_logger import mlflow_loggers
+from src.utils import per_machine
 from src.utils.errors import ConfigError
 
 log = logging.getLogger(__name__)
@@ -35,8 +36,10 @@ class ResumePoint:
 
 
 class MlflowRunInCheckpoint(Callback):
-    """Writes the MLflow run of each MLflow logger into every checkpoint, so that continuing
-    from the checkpoint logs into the same run."""
+    """Writes into every checkpoint what continuing from it needs of the run: the MLflow run of
+    each MLflow logger, so that the continuation logs into the same run, and the per-machine
+    choices the run made (`src.utils.per_machine`: which product kernels), so that the
+    continuation takes the same ones and ends where the run would have ended."""
 
     def on_save_checkpoint(
         self, trainer: L.Trainer, pl_module: L.LightningModule, checkpoint: dict[str, Any]
@@ -44,6 +47,7 @@ class MlflowRunInCheckpoint(Callback):
         checkpoint["mlflow"] = {
             logger._tracking_uri: logger.run_id for logger in mlflow_loggers(trainer.loggers)
         }
+        checkpoint["machine_choices"] = per_machine.pinned_values()
 
 
 def find_checkpoint(spec: str, runs_folder: Path, current_run: Path | None = None) -> Path:
@@ -97,6 +101,10 @@ def resume_point(cfg: DictConfig) -> ResumePoint | None:
     path = find_checkpoint(str(spec), run_dir.parent, run_dir)
     checkpoint = read_checkpoint(path)
     point = ResumePoint(path, int(checkpoint.get("global_step", 0)), checkpoint.get("mlflow", {}))
+    per_machine.pin(  # the kernels the run chose, whatever this machine's load says now
+        dict(checkpoint.get("machine_choices") or {}),
+        f"as the run continued chose ({path.name}, step {point.step})",
+    )
     if cfg.get("callbacks", {}).get("checkpoint") is not None:
         with open_dict(cfg):
             cfg.callbacks.checkpoint.dirpath = str(path.parent)

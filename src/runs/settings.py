@@ -25,6 +25,7 @@ from src.runs.schema import MISSING, check_schema, value_at
 from src.utils.config import plain
 from src.utils.errors import ConfigError, MissingFileError
 from src.utils.folders import check_writable
+from src.utils.per_machine import pin_from_environment
 
 log = logging.getLogger(__name__)
 HIGH_KL = 0.5  # above this the KL term tends to hold the policy at its reference
@@ -124,8 +125,10 @@ def visible_cuda_devices() -> int:
 def check_hardware(cfg: DictConfig, cuda_devices: int | None = None) -> None:
     """Devices, strategy and sampler (`trainer.*`, `model.load_in_4bit`, `rollout`) that
     cannot run on this machine, and fast paths turned off by a name none has
-    ($GRPO_FAST_PATHS_OFF); `cuda_devices` stands in for the visible count in tests."""
+    ($GRPO_FAST_PATHS_OFF); the choices $GRPO_MACHINE_CHOICES names are pinned here.
+    `cuda_devices` stands in for the visible count in tests."""
     turned_off_names()
+    pin_from_environment()  # $GRPO_MACHINE_CHOICES: another run's kernels
     trainer = cfg.get("trainer") or {}
     check_hardware_settings(
         accelerator=str(trainer.get("accelerator", "cpu")),

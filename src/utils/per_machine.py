@@ -18,6 +18,12 @@ The folder is $GRPO_MACHINE_CACHE, else $XDG_CACHE_HOME/grpo-lab, else ~/.cache/
 Delete a file there to measure again (or run `benchmarks/fast_paths.py --retime`). Where the
 folder cannot be written, each process measures for itself (logged): the choice is a speed,
 never a result.
+
+A choice may be pinned instead (`pin`): a run continued from a checkpoint takes the choices
+the run it continues made (its checkpoints hold them), so that it ends where the run would have
+ended even when the machine was busy when either of them started; and $GRPO_MACHINE_CHOICES
+names a JSON file of `{name: value}` that a run takes as its choices (another run's
+`machine_choices` from a checkpoint, to make two runs take the same kernels).
 """
 
 from __future__ import annotations
@@ -34,11 +40,13 @@ from typing import Any
 
 import torch
 
+from src.utils.errors import ConfigError
 from src.utils.file_lock import exclusive_lock
 
 log = logging.getLogger(__name__)
 
 FOLDER_VARIABLE = "GRPO_MACHINE_CACHE"
+PIN_VARIABLE = "GRPO_MACHINE_CHOICES"  # a JSON file of {name: value}: this process's choices
 _NOT_YET = object()
 
 
@@ -150,11 +158,51 @@ def _busy_ticks() -> int:
     return sum(fields[:8]) - fields[3] - fields[4]
 
 
+# choices taken as given, whatever is kept or measured: name -> (value, where from)
+_PINNED: dict[str, tuple[Any, str]] = {}
+
+
+def pin(values: dict[str, Any], source: str) -> None:
+    """Make this process take `values` ({name: value}) for those choices, said to come from
+    `source`, instead of reading or measuring them."""
+    _PINNED.update({name: (value, source) for name, value in values.items()})
+
+
+def unpin() -> None:
+    """Forget every pinned choice (a process that runs several runs, such as the tests)."""
+    _PINNED.clear()
+
+
+def pinned_values() -> dict[str, Any]:
+    """The values of every choice this process made, by name: what a checkpoint keeps so that
+    a continuation takes the same (`pin`)."""
+    return {name: choice["value"] for name, choice in sorted(_CHOICES.items())}
+
+
+def pin_from_environment() -> None:
+    """Pin the choices of the JSON file $GRPO_MACHINE_CHOICES names, where it names one; a file
+    that cannot be read as `{name: value}` is one line naming it."""
+    path = os.environ.get(PIN_VARIABLE)
+    if not path:
+        return
+    try:
+        values = json.loads(Path(path).read_text())
+    except (OSError, ValueError) as error:
+        raise ConfigError(f"${PIN_VARIABLE}={path}: cannot be read as JSON ({error})") from None
+    if not isinstance(values, dict):
+        raise ConfigError(f"${PIN_VARIABLE}={path}: holds no {{name: value}} object")
+    pin(values, f"pinned by ${PIN_VARIABLE}={path}")
+
+
 def measured_once(name: str, measure: Callable[[], Any]) -> Any:
-    """The value `measure()` gave on this machine, as `name`: read from its file if a process
-    has kept it already, else measured now (under the lock) and, when it is clear (a plain
-    value, or a clear `Verdict`), written there with its date and timings. The value must be
-    JSON (a bool, number or string)."""
+    """The value `measure()` gave on this machine, as `name`: the pinned one where it is pinned
+    (`pin`), else read from its file if a process has kept it already, else measured now (under
+    the lock) and, when it is clear (a plain value, or a clear `Verdict`), written there with
+    its date and timings. The value must be JSON (a bool, number or string)."""
+    if name in _PINNED:
+        value, source = _PINNED[name]
+        _note(name, {"value": value}, source)
+        return value
     path = folder() / f"{name}.json"
     key = machine_key()
     found: Any = _NOT_YET

@@ -20,21 +20,28 @@ TINY_RUN = [
 ]  # fmt: skip
 
 
-def start_training(*overrides: str, one_thread: bool = False) -> subprocess.Popen:
+def start_training(
+    *overrides: str,
+    one_thread: bool = False,
+    kernels_chosen: bool = False,
+    environment: dict[str, str] | None = None,
+) -> subprocess.Popen:
     """`python -m src.train overrides...`, output captured as text, no standard input.
-    `one_thread`: every CPU operation in one thread and through torch's own products (oneDNN's
-    path off), so sums add in one order whatever the machine's load (runs compared to 1e-7
-    across processes). A run given an output folder
-    finds a copy of an empty store there (`tests.helpers.empty_store`)."""
+    `one_thread`: every CPU operation in one thread, so sums add in one order whatever the
+    machine's load (runs compared to 1e-7 across processes); and, unless `kernels_chosen`,
+    through torch's own products (oneDNN's path off: its per-machine verdict is not kept while
+    the machine is busy, so processes side by side could each time it and differ; a test that
+    pins the choices, `$GRPO_MACHINE_CHOICES` or a continuation, leaves them on). `environment`
+    adds variables. A run given an output folder finds a copy of an empty store there
+    (`tests.helpers.empty_store`)."""
     with_empty_store_for(overrides)
     threads = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"} if one_thread else {}
-    if one_thread:  # and one product kernel: oneDNN's per-machine verdict is not kept while
-        # the machine is busy, so processes side by side could each time it and differ
+    if one_thread and not kernels_chosen:
         off = [p for p in os.environ.get(OFF_VARIABLE, "").split(",") if p]
         threads[OFF_VARIABLE] = ",".join([*off, "onednn_products"])
     return subprocess.Popen(
         [sys.executable, "-m", "src.train", *overrides],
-        env={**os.environ, **threads},
+        env={**os.environ, **threads, **(environment or {})},
         cwd=PROJECT_ROOT,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,

@@ -1,10 +1,15 @@
 """A run killed with SIGKILL and continued with `ckpt_path=last` ends where an uninterrupted
 run of the same seed ends: same weights and optimizer state, same MLflow run, every metric
-step written once with the same value."""
+step written once with the same value; with the per-machine kernel choices on, while the
+machine is busy: the continuation takes the choices its checkpoint recorded."""
 
 from __future__ import annotations
 
+import json
 import subprocess
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import mlflow
@@ -32,15 +37,37 @@ RUN = [
 ]  # fmt: skip
 
 
-def train(root: Path, run: str, *overrides: str) -> subprocess.Popen:
-    """Start a training process writing its store under `root` and its folder at root/run."""
+def train(root: Path, run: str, *overrides: str, choices: Path | None = None) -> subprocess.Popen:
+    """Start a training process writing its store under `root` and its folder at root/run,
+    one thread, its kernels chosen per machine (or as the JSON file `choices` pins them)."""
     return start_training(
         *RUN,
         f"paths.output_root={root}",
         f"paths.run_dir={root / run}",
         *overrides,
         one_thread=True,
+        kernels_chosen=True,
+        environment={"GRPO_MACHINE_CHOICES": str(choices)} if choices else None,
     )
+
+
+@contextmanager
+def busy_machine() -> Iterator[None]:
+    """A thread of this process kept busy: the machine is loaded, as a user's often is, so a
+    timed choice is not kept for the machine and each process would time it for itself."""
+    done = threading.Event()
+
+    def spin() -> None:
+        while not done.is_set():
+            sum(range(10_000))
+
+    thread = threading.Thread(target=spin, daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        done.set()
+        thread.join()
 
 
 def finish(process: subprocess.Popen) -> str:
@@ -72,25 +99,33 @@ def optimizer_tensors(saved: dict) -> list[torch.Tensor]:
 
 @pytest.mark.slow
 def test_a_killed_run_continued_with_ckpt_path_last_matches_an_uninterrupted_one(tmp_path):
-    # The uninterrupted run and the one to be killed go side by side, one thread each.
-    uninterrupted = train(tmp_path / "straight", "run")
     root = tmp_path / "killed"
-    process = train(root, "first", *signal_at(KILLED_AT, "SIGKILL"))
-    finish(uninterrupted)
+    with busy_machine():
+        process = train(root, "first", *signal_at(KILLED_AT, "SIGKILL"))
+        output, _ = process.communicate(timeout=300)
+        assert process.returncode == -9, output[-3000:]
+        assert "per-machine choice" in output  # the kernels were chosen, not turned off
+        client, killed = only_run(root)
+        assert killed.info.status == "RUNNING"  # SIGKILL leaves no chance to close the run
+        assert [step for step, _ in histories(client, killed)["loss"]] == list(
+            range(1, KILLED_AT + 1)
+        )
+        saved = checkpoint(root / "first" / "checkpoints" / "last.ckpt")
+        saved_at = saved["global_step"]
+        assert saved_at == 3 and saved["machine_choices"]
+        # The uninterrupted run takes the killed run's choices from a file; the continuation
+        # from its checkpoint, by itself. They go side by side, one thread each.
+        chosen = tmp_path / "choices.json"
+        chosen.write_text(json.dumps(saved["machine_choices"]))
+        uninterrupted = train(tmp_path / "straight", "run", choices=chosen)
+        output = finish(train(root, "second", "ckpt_path=last"))
+        finish(uninterrupted)
     client, straight = only_run(tmp_path / "straight")
     expected = histories(client, straight)
     assert_updates_were_not_trivial(expected)  # the comparisons below could fail
-
-    output, _ = process.communicate(timeout=300)
-    assert process.returncode == -9, output[-3000:]
-    client, killed = only_run(root)
-    assert killed.info.status == "RUNNING"  # SIGKILL leaves no chance to close the run
-    assert [step for step, _ in histories(client, killed)["loss"]] == list(range(1, KILLED_AT + 1))
-    saved_at = checkpoint(root / "first" / "checkpoints" / "last.ckpt")["global_step"]
-    assert saved_at == 3
-
-    output = finish(train(root, "second", "ckpt_path=last"))
     assert f"Continuing from step {saved_at} of " in output
+    assert "as the run continued chose (last.ckpt, step 3)" in output
+
     client, resumed = only_run(root)  # still one run: the continuation wrote into it
     assert resumed.info.run_id == killed.info.run_id
     assert resumed.info.status == "FINISHED"

@@ -178,3 +178,30 @@ def test_a_machine_is_busy_when_other_processes_hold_a_core() -> None:
 def _spin() -> None:
     while True:
         pass
+
+
+def test_a_pinned_choice_is_taken_whatever_is_kept_or_measured(cache: Path) -> None:
+    assert measured_once("speed", Counted(True)) is True  # kept for the machine
+    per_machine.pin({"speed": False, "other": 3}, "as the run continued chose")
+    measure = Counted(True)
+    assert measured_once("speed", measure) is False and measured_once("other", measure) == 3
+    assert measure.calls == 0  # neither read nor timed
+    assert per_machine.choices()["speed"]["source"] == "as the run continued chose"
+    assert per_machine.pinned_values()["speed"] is False  # what a checkpoint keeps
+    assert kept_values(cache) == {machine_key(): True}  # the machine's own value untouched
+
+
+def test_the_environment_pins_a_file_of_choices(cache, tmp_path, monkeypatch) -> None:
+    from src.utils.errors import ConfigError
+
+    chosen = tmp_path / "choices.json"
+    chosen.write_text(json.dumps({"speed": "mkl"}))
+    monkeypatch.setenv(per_machine.PIN_VARIABLE, str(chosen))
+    per_machine.pin_from_environment()
+    assert measured_once("speed", Counted("onednn")) == "mkl"
+    chosen.write_text("[1, 2]")
+    with pytest.raises(ConfigError, match=r"GRPO_MACHINE_CHOICES=.*holds no \{name: value\}"):
+        per_machine.pin_from_environment()
+    monkeypatch.setenv(per_machine.PIN_VARIABLE, str(tmp_path / "missing.json"))
+    with pytest.raises(ConfigError, match="cannot be read as JSON"):
+        per_machine.pin_from_environment()
