@@ -1,5 +1,5 @@
 """`eval/<function>_room_closed`: the share of the room from the greedy score at step 0 to the
-score of the rows' own answers that training has closed (src/runs/room.py)."""
+score of the rows' own answers that training has closed (src/recipes/char_diffusion/room.py)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pytest
 
 from src.recipes.char_diffusion.infill import Infill
 from src.reward.combine import CombinedReward
-from src.runs.room import RoomClosed, gold_score, room_closed
+from src.recipes.char_diffusion.room import RoomClosed, gold_score, room_closed
 
 
 def test_the_share_of_the_room_closed() -> None:
