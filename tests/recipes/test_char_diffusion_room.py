@@ -9,8 +9,8 @@ from types import SimpleNamespace
 import pytest
 
 from src.recipes.char_diffusion.infill import Infill
-from src.reward.combine import CombinedReward
 from src.recipes.char_diffusion.room import RoomClosed, gold_score, room_closed
+from src.reward.combine import CombinedReward
 
 
 def test_the_share_of_the_room_closed() -> None:
