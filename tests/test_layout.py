@@ -154,3 +154,27 @@ def test_the_core_never_imports_a_recipe_and_a_recipe_no_other():
         }
         assert others == set(), path
     assert ("recipes", "runs") in edges  # the walk sees the recipes' imports at all
+
+
+def experiment_depth(name: str, folder: Path) -> int:
+    """How many experiment files a run of `experiment=name` reads above its task: the file
+    itself, and each other experiment its defaults list names (a bare name, its own group)."""
+    from omegaconf import OmegaConf
+
+    defaults = OmegaConf.load(folder / f"{name}.yaml").get("defaults") or []
+    parents = [entry for entry in defaults if isinstance(entry, str) and entry != "_self_"]
+    return 1 + max((experiment_depth(parent, folder) for parent in parents), default=0)
+
+
+def test_an_experiment_is_at_most_two_files_above_its_task(tmp_path):
+    """A reader follows an experiment to its task through at most one other experiment."""
+    folder = PROJECT_ROOT / "conf" / "experiment"
+    depths = {path.stem: experiment_depth(path.stem, folder) for path in folder.glob("*.yaml")}
+    assert {name: depth for name, depth in depths.items() if depth > 2} == {}
+    for name, text in {
+        "a": "defaults:\n  - override /task: arithmetic\n",
+        "b": "defaults:\n  - a\n",
+        "c": "defaults:\n  - b\n  - _self_\n",
+    }.items():
+        (tmp_path / f"{name}.yaml").write_text(text)
+    assert [experiment_depth(name, tmp_path) for name in "abc"] == [1, 2, 3]  # c is caught
