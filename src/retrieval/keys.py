@@ -1,4 +1,4 @@
-"""The retriever's keys (`retrieval.*`, conf/retriever/): the backend and how many documents a
+"""The retriever's keys (`retrieval.*`, conf/retrieval/): the backend and how many documents a
 search returns. Each key's type, range and choices, beside the code that reads it;
 `src.runs.schema` assembles every folder's table and checks a composed config against them."""
 

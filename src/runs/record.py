@@ -96,7 +96,7 @@ def config_choices(cfg: DictConfig) -> dict[str, str]:
     choices = HydraConfig.get().runtime.choices if HydraConfig.initialized() else {}
     return {
         group: str(choices.get(group, ""))
-        for group in ("task", "policy", "reward", "model", "data", "algo", "retriever")
+        for group in ("task", "policy", "reward", "model", "data", "algo", "retrieval")
     }
 
 

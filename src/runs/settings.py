@@ -267,7 +267,7 @@ def check_role_settings(cfg: DictConfig) -> None:
     if target in RETRIEVAL_ROLES and cfg.get("retrieval") is None:
         raise ConfigError(
             f"policy {target.rsplit('.', 1)[-1].lower()} retrieves documents but no retriever is "
-            "configured; add retriever=bm25 (or minilm, medcpt)"
+            "configured; add retrieval=bm25 (or minilm, medcpt)"
         )
     if target != "src.policy.rewriter.Rewriter":
         return

@@ -237,7 +237,7 @@ def test_reader_trains_with_overlap_rewards(make_cfg, tmp_path):
     for name in ("eval/overlap", "eval/f1", "eval/rouge_l", "eval/bleu"):
         assert sorted(history(cfg, run, name)) == [0, 2], name
     assert run.data.params["algo.top_k_ratio"] == "0.5"
-    assert run.data.tags["retriever"] == "bm25"
+    assert run.data.tags["retrieval"] == "bm25"
 
 
 @pytest.mark.parametrize(
@@ -267,7 +267,7 @@ def test_the_rewriter_task_brings_the_lora_its_role_needs(make_cfg):
 
 def test_a_retrieval_role_without_a_retriever(make_cfg):
     cfg = make_cfg("task=medqa", "policy=reader")  # the medqa task configures no retriever
-    with pytest.raises(ConfigError, match="add retriever=bm25"):
+    with pytest.raises(ConfigError, match="add retrieval=bm25"):
         check_settings(cfg)
 
 

@@ -12,7 +12,7 @@ from omegaconf import OmegaConf
 from src.model.offline import in_hub_cache
 from src.retrieval.corpus import SAMPLE_CORPUS
 from src.retrieval.retriever import IndexedRetriever, Retriever
-from src.utils.compose import CONFIG_DIR, compose_config
+from src.utils.compose import compose_config
 from src.utils.config import build
 from src.utils.errors import ConfigError, MissingFileError
 
@@ -23,12 +23,15 @@ ROWS = [
 ]
 
 
-def compose_retrieval(name: str, cache: Path):
-    """The `retrieval` node of the train config with `retriever=<name>` and its cache in `cache`
-    (`+retriever=` while conf/train.yaml has no `retriever` default)."""
-    has_default = "- retriever:" in (CONFIG_DIR / "train.yaml").read_text()
-    choice = f"{'' if has_default else '+'}retriever={name}"
-    return compose_config([choice, f"paths.cache_dir={cache}"]).retrieval
+def compose_retrieval(name: str, cache: Path, group: str = "retrieval"):
+    """The `retrieval` node of the train config with `retrieval=<name>` (or the group's former
+    name, `retriever=<name>`) and its cache in `cache`."""
+    return compose_config([f"{group}={name}", f"paths.cache_dir={cache}"]).retrieval
+
+
+@pytest.mark.parametrize("name", ["bm25", "minilm", "medcpt"])
+def test_the_groups_former_name_chooses_the_same_retriever(name, tmp_path):
+    assert compose_retrieval(name, tmp_path, "retriever") == compose_retrieval(name, tmp_path)
 
 
 def corpus(folder: Path, rows: list[dict] = ROWS) -> str:
