@@ -140,9 +140,8 @@ def repository_definitions() -> Definitions:
     return definitions
 
 
-def wrong_code_names(text: str, definitions: Definitions) -> list[str]:
-    """What `text` names that the code does not have: a `.py` file, a `file.py:name`, a
-    `` `name(...)` `` call of a function nothing defines, or a keyword it does not take."""
+def wrong_file_names(text: str, definitions: Definitions) -> list[str]:
+    """The `.py` files and `file.py:name`s `text` names that the repository does not have."""
     wrong = []
     for match in PY_NAME.finditer(text):
         path, name = match.groups()
@@ -151,6 +150,13 @@ def wrong_code_names(text: str, definitions: Definitions) -> list[str]:
             wrong.append(f"no file {path}")
         elif name and name not in definitions.files[found]:
             wrong.append(f"{path} defines no {name}")
+    return wrong
+
+
+def wrong_code_names(text: str, definitions: Definitions) -> list[str]:
+    """What `text` names that the code does not have: a `.py` file, a `file.py:name`, a
+    `` `name(...)` `` call of a function nothing defines, or a keyword it does not take."""
+    wrong = wrong_file_names(text, definitions)
     for match in CALL.finditer(text):
         called, arguments = match.groups()
         if called.startswith(EXTERNAL):
@@ -174,6 +180,24 @@ def definitions() -> Definitions:
 @pytest.mark.parametrize("page", PAGES, ids=lambda p: str(p.relative_to(PROJECT_ROOT)))
 def test_the_code_a_page_names_exists(page: Path, definitions: Definitions) -> None:
     assert wrong_code_names(page.read_text(), definitions) == []
+
+
+def test_every_module_docstring_names_files_that_exist(definitions: Definitions) -> None:
+    """A module's docstring names files of the repository as they are now (a file moved or
+    renamed leaves a stale claim, such as a judge's old file named by the encoder it shares)."""
+    import ast
+
+    stale = {
+        str(path.relative_to(PROJECT_ROOT)): wrong
+        for path in sorted((PROJECT_ROOT / "src").rglob("*.py"))
+        if (
+            wrong := wrong_file_names(
+                ast.get_docstring(ast.parse(path.read_text())) or "", definitions
+            )
+        )
+    }
+    assert stale == {}
+    assert wrong_file_names("its judge (`char_judge.py`)", definitions) == ["no file char_judge.py"]
 
 
 def test_a_planted_wrong_name_is_caught(definitions: Definitions) -> None:

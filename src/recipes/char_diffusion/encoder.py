@@ -1,6 +1,6 @@
 """What the character models share: the alphabet, the bidirectional encoder, and their folders.
 
-The masked character generator (`char_diffusion.py`) and its judge (`char_judge.py`) read the
+The masked character generator (`network.py`) and its judge (`judge_network.py`) read the
 same characters through the same kind of encoder. A saved folder holds `char_model.json` (its
 kind and settings) and `weights.pt`, so loading a judge where a generator is expected fails
 with a message rather than with mismatched tensors.
