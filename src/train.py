@@ -49,7 +49,7 @@ def train(cfg: DictConfig, tags: dict[str, str] | None = None) -> dict[str, floa
             folder = warm_start(cfg, datamodule, parts.policy, parts.reward, parts.sampler, loggers)
             use_warm_start(cfg, folder)
         run_stages(cfg, datamodule, loggers)  # models trained before GRPO (a generator, a judge)
-        parts = before_training(cfg, parts)  # the task's before_grpo steps, e.g. adversarial rounds
+        parts = before_training(parts.before_grpo, cfg, parts)  # e.g. adversarial rounds
         lm = build(cfg.model)
         log_figures(loggers, prepare_roles(parts, lm))  # e.g. plans, once and cached
         if cfg.get("dry_run"):

@@ -1,9 +1,9 @@
 """Steps a task runs after its stages and before GRPO (`before_grpo:`), the one way a recipe's
 own training steps reach `src.train` and `src.eval` without either naming them.
 
-Each entry of `before_grpo` is a `_target_` building a `BeforeGrpo`. It is built with the
-settings check, before any data or model loads, so its constructor refuses settings that
-cannot work; `src.train` then hands it the run's parts before GRPO (it may train and return
+Each entry of `before_grpo` is a `_target_` building a `BeforeGrpo`. It is built once, right
+after the settings check and before any data or model loads (`runs/parts.py`, which keeps the
+steps in the run's parts), so its constructor refuses settings that cannot work; `src.train` then hands it the run's parts before GRPO (it may train and return
 parts with another reward, e.g. scoring by a later judge), and `src.eval` before scoring
 (it trains nothing there). task=char_diffusion's adversarial rounds are one.
 """
@@ -18,8 +18,8 @@ from omegaconf import DictConfig
 from src.utils.config import build
 from src.utils.errors import UserError, unwrapped
 
-# the run's parts (`src.runs.parts.RunParts`), left open here: parts.py checks the settings,
-# which build these steps, so this module cannot import it
+# the run's parts (`src.runs.parts.RunParts`), left open here: parts.py builds these steps
+# and keeps them, so this module cannot import it
 Parts = TypeVar("Parts")
 
 
@@ -49,15 +49,15 @@ def before_grpo_steps(cfg: DictConfig) -> list[BeforeGrpo]:
     return steps
 
 
-def before_training(cfg: DictConfig, parts: Parts) -> Parts:
-    """`parts` after every `before_grpo` step has run, in order."""
-    for step in before_grpo_steps(cfg):
+def before_training(steps: list[BeforeGrpo], cfg: DictConfig, parts: Parts) -> Parts:
+    """`parts` after every one of the built `before_grpo` steps has run, in order."""
+    for step in steps:
         parts = step.before_training(cfg, parts)
     return parts
 
 
-def before_evaluation(cfg: DictConfig, parts: Parts) -> Parts:
-    """`parts` as every `before_grpo` step hands them to scoring."""
-    for step in before_grpo_steps(cfg):
+def before_evaluation(steps: list[BeforeGrpo], cfg: DictConfig, parts: Parts) -> Parts:
+    """`parts` as every one of the built `before_grpo` steps hands them to scoring."""
+    for step in steps:
         parts = step.before_evaluation(cfg, parts)
     return parts

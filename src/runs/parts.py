@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import lightning as L
@@ -22,6 +22,7 @@ from src.retrieval.retriever import Retriever
 from src.reward.combine import CombinedReward
 from src.rollout.multi_turn import MultiTurnSampler, TurnSampler
 from src.rollout.sampler import Sampler
+from src.runs.hooks import BeforeGrpo, before_grpo_steps
 from src.runs.length import settle_max_steps
 from src.runs.resume import ResumePoint
 from src.runs.settings import check_settings
@@ -48,6 +49,8 @@ class RunParts:
     scheduler: Callable[..., Any] | None  # `algo.scheduler`: takes the optimizer
     # the role (searching its own textbook) and sampler of `data.unseen`; None without one
     unseen: tuple[Role, Sampler] | None = None
+    # the task's `before_grpo` steps (src/runs/hooks.py), built once with the settings check
+    before_grpo: list[BeforeGrpo] = field(default_factory=list)
 
 
 def build_run_parts(cfg: DictConfig, resume: ResumePoint | None = None) -> RunParts:
@@ -56,6 +59,7 @@ def build_run_parts(cfg: DictConfig, resume: ResumePoint | None = None) -> RunPa
     reward, sampler and loggers; continuing from `resume`, the MLflow loggers reopen the
     checkpoint's run."""
     algo = check_settings(cfg)
+    before_grpo = before_grpo_steps(cfg)  # each refuses its own settings, before anything loads
     quiet_foreign_lines()
     if cfg.get("keep_freed_memory", True):
         keep_freed_memory()  # before any model or batch is allocated
@@ -79,6 +83,7 @@ def build_run_parts(cfg: DictConfig, resume: ResumePoint | None = None) -> RunPa
         optimizer=build(cfg.algo.optimizer),
         scheduler=build(cfg.algo.scheduler) if cfg.algo.get("scheduler") else None,
         unseen=unseen,
+        before_grpo=before_grpo,
     )
 
 

@@ -19,7 +19,6 @@ from src.grpo.settings import AlgoSettings
 from src.model.causal_lm import check_model_folders
 from src.model.fast.probe import turned_off_names
 from src.policy.rewriter import NO_SFT_TARGET
-from src.runs.hooks import before_grpo_steps
 from src.runs.read_keys import check_added_keys, check_read_keys
 from src.runs.schema import MISSING, check_schema, value_at
 from src.utils.config import plain
@@ -34,17 +33,18 @@ HIGH_KL = 0.5  # above this the KL term tends to hold the policy at its referenc
 def check_settings(cfg: DictConfig) -> AlgoSettings:
     """Raise `ConfigError` for the first setting that cannot work: of the wrong type, out of
     range or not one of its choices (`schema.SETTINGS`, `AlgoSettings`), then alone or together.
-    Returns the algorithm's settings, built here once for the whole run."""
+    Returns the algorithm's settings, built here once for the whole run: the checks after it
+    read them, never `cfg.algo` again. (A task's `before_grpo` steps check their own settings
+    when `runs/parts.py` builds them, next.)"""
     check_required(cfg)
     check_schema(cfg)
     check_read_keys(cfg)
     check_added_keys()
     settings = check_algo_settings(plain(cfg.get("algo")) or {})
     check_model_settings(plain(cfg.get("model")) or {})
-    check_hardware(cfg)
+    check_hardware(cfg, settings)
     check_role_settings(cfg)
-    check_trainer_settings(cfg)
-    check_before_grpo(cfg)
+    check_trainer_settings(cfg, settings)
     check_output_folders(cfg)
     return settings
 
@@ -122,7 +122,7 @@ def visible_cuda_devices() -> int:
     return torch.cuda.device_count() if torch.cuda.is_available() else 0
 
 
-def check_hardware(cfg: DictConfig, cuda_devices: int | None = None) -> None:
+def check_hardware(cfg: DictConfig, algo: AlgoSettings, cuda_devices: int | None = None) -> None:
     """Devices, strategy and sampler (`trainer.*`, `model.load_in_4bit`, `rollout`) that
     cannot run on this machine, and fast paths turned off by a name none has
     ($GRPO_FAST_PATHS_OFF); the choices $GRPO_MACHINE_CHOICES names are pinned here.
@@ -138,7 +138,7 @@ def check_hardware(cfg: DictConfig, cuda_devices: int | None = None) -> None:
         load_in_4bit=bool((cfg.get("model") or {}).get("load_in_4bit")),
         rollout_target=(cfg.get("rollout") or {}).get("_target_"),
         batch_size=(cfg.get("data") or {}).get("batch_size"),
-        sampling_rounds=(cfg.get("algo") or {}).get("sampling_rounds", 1),
+        sampling_rounds=algo.sampling_rounds,
         cuda_devices=visible_cuda_devices() if cuda_devices is None else cuda_devices,
     )
 
@@ -300,7 +300,7 @@ def check_oracle_settings(cfg: DictConfig, target: str) -> None:
         )
 
 
-def check_trainer_settings(cfg: DictConfig) -> None:
+def check_trainer_settings(cfg: DictConfig, algo: AlgoSettings) -> None:
     """Run-length and checkpoint intervals that cannot work together (each one's type and
     range: `schema.SETTINGS`)."""
     trainer = cfg.get("trainer") or {}
@@ -310,20 +310,13 @@ def check_trainer_settings(cfg: DictConfig) -> None:
             "trainer.max_steps=N or epochs=N"
         )
     every = ((plain(cfg.get("callbacks")) or {}).get("checkpoint") or {}).get("every_n_train_steps")
-    iterations = int((cfg.get("algo") or {}).get("num_iterations", 1))
+    iterations = algo.num_iterations
     if every and int(every) % iterations:
         raise ConfigError(
             f"callbacks.checkpoint.every_n_train_steps={every} is not a multiple of "
             f"algo.num_iterations={iterations}: a rollout's updates end on multiples of "
             f"{iterations}, so checkpoints would come only every {math.lcm(int(every), iterations)} steps"
         )
-
-
-def check_before_grpo(cfg: DictConfig) -> None:
-    """The task's `before_grpo` steps (src/runs/hooks.py), built now: each refuses its own
-    settings that cannot work (task=char_diffusion's rounds: a stage to continue, replay
-    temperatures that can be drawn)."""
-    before_grpo_steps(cfg)
 
 
 def check_output_folders(cfg: DictConfig) -> None:

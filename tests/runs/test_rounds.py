@@ -11,6 +11,7 @@ import pytest
 from omegaconf import OmegaConf
 
 from src.eval import evaluate
+from src.runs.hooks import before_grpo_steps
 from src.runs.settings import check_settings
 from src.train import train
 from src.utils.errors import ConfigError
@@ -86,10 +87,12 @@ def test_bad_round_settings_are_refused_before_anything_loads(make_cfg, override
     cfg = make_cfg(*SMALL, "rounds.count=3", override, tiny=False)  # one round reads none
     with pytest.raises(ConfigError) as caught:
         check_settings(cfg)
+        before_grpo_steps(cfg)  # the rounds' step, built next (runs/parts.py)
     assert message in str(caught.value) and "\n" not in str(caught.value)
 
 
 def test_one_round_needs_no_round_settings(make_cfg):
     cfg = make_cfg(*SMALL, "rounds.count=1", "rounds.stage=critic", tiny=False)
     check_settings(cfg)
+    before_grpo_steps(cfg)
     assert OmegaConf.select(cfg, "rounds.count") == 1

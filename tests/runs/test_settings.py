@@ -6,9 +6,10 @@ import pytest
 from hydra.errors import MissingConfigException
 
 from src.runs import settings
-from src.runs.settings import check_hardware, check_settings
+from src.runs.settings import check_algo_settings, check_hardware, check_settings
 from src.train import train
 from src.utils.compose import compose_train_config
+from src.utils.config import plain
 from src.utils.errors import ConfigError, MissingFileError
 from tests.helpers.mlflow_runs import nothing_recorded
 
@@ -199,6 +200,11 @@ BAD_HARDWARE = [
 ]
 
 
+def with_algo(cfg):
+    """The config and its algorithm's settings, as `check_settings` hands them on."""
+    return cfg, check_algo_settings(plain(cfg.algo))
+
+
 @pytest.mark.parametrize(
     ("overrides", "cuda_devices", "message"),
     BAD_HARDWARE,
@@ -208,7 +214,7 @@ def test_device_settings_this_machine_cannot_run_are_refused(
     make_cfg, overrides, cuda_devices, message
 ):
     with pytest.raises(ConfigError, match=message) as raised:
-        check_hardware(make_cfg(*overrides), cuda_devices=cuda_devices)
+        check_hardware(*with_algo(make_cfg(*overrides)), cuda_devices=cuda_devices)
     assert "\n" not in str(raised.value)
 
 
@@ -233,7 +239,7 @@ GOOD_HARDWARE = [
     ids=[f"{' '.join(case[0])} on {case[1]} GPUs" for case in GOOD_HARDWARE],
 )
 def test_device_settings_that_can_run_pass(make_cfg, overrides, cuda_devices):
-    check_hardware(make_cfg(*overrides), cuda_devices=cuda_devices)
+    check_hardware(*with_algo(make_cfg(*overrides)), cuda_devices=cuda_devices)
 
 
 def test_the_settings_check_counts_the_visible_cuda_devices(make_cfg, monkeypatch):
