@@ -14,6 +14,7 @@ import math
 import re
 import string
 import time
+from dataclasses import fields
 from typing import Any
 
 from src.data.mcq import LETTERS
@@ -150,6 +151,13 @@ class Rewriter(Generator):
             for pattern in (self.template, self.settings.answer_template)
             for _, name, _, _ in string.Formatter().parse(pattern)
         )
+
+    @classmethod
+    def more_keys(cls) -> set[str]:
+        """The `policy.*` keys its settings object reads (`RewriterSettings`), beyond the named
+        parameters of its and the generator's `__init__` (the settings check's
+        `runs/read_keys.py`)."""
+        return {field.name for field in fields(RewriterSettings)}
 
     def reads_completions(self) -> bool:
         """The queries come from the completions, except where the source is the question

@@ -7,7 +7,7 @@ that key would be recorded in MLflow as if it had been used, and ignored)."""
 from __future__ import annotations
 
 import inspect
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 from hydra.core.hydra_config import HydraConfig
 from hydra.utils import get_object
@@ -17,7 +17,7 @@ from src.utils.errors import ConfigError
 from src.utils.resolvers import PROJECT_ROOT
 
 # the config sections built whole from their `_target_` (`src.utils.config.build`)
-BUILT = ("data", "rollout", "retrieval", "model", "algo.optimizer", "algo.scheduler")
+BUILT = ("data", "rollout", "retrieval", "model", "policy", "algo.optimizer", "algo.scheduler")
 
 
 def check_read_keys(cfg: DictConfig, sections: tuple[str, ...] = BUILT) -> None:
@@ -41,18 +41,42 @@ def check_read_keys(cfg: DictConfig, sections: tuple[str, ...] = BUILT) -> None:
             )
 
 
+@runtime_checkable
+class ReadsMoreKeys(Protocol):
+    """A part that takes any keyword and hands some to its own settings object (the rewriter's
+    `RewriterSettings`): the keys it reads beyond its and its bases' named parameters."""
+
+    @classmethod
+    def more_keys(cls) -> set[str]:
+        """The keyword names it reads that no `__init__` of its class chain names."""
+        ...
+
+
 def target_parameters(target: str) -> set[str] | None:
-    """The keyword parameters the target takes; None where it takes any keyword or cannot be
-    read (building it then says what is wrong)."""
+    """The keyword parameters the target takes: a function's own, or a class's along its
+    chain of `__init__`s (one that takes any keyword hands them on to its base's), with the
+    more a `ReadsMoreKeys` class reads; None where it takes any keyword to the end of the chain
+    or cannot be read (building it then says what is wrong)."""
     try:
         found: Any = get_object(target)
-        signature = inspect.signature(found)
     except Exception:  # an unknown target: Hydra's own error names it when the part is built
         return None
+    chain = (
+        [cls.__init__ for cls in found.__mro__ if "__init__" in vars(cls)]
+        if isinstance(found, type)
+        else [found]
+    )
     kinds = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
-    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in signature.parameters.values()):
-        return None
-    return {name for name, p in signature.parameters.items() if p.kind in kinds}
+    names = found.more_keys() if isinstance(found, ReadsMoreKeys) else set()
+    for function in chain:
+        try:
+            parameters = inspect.signature(function).parameters
+        except (TypeError, ValueError):
+            return None
+        names |= {name for name, p in parameters.items() if p.kind in kinds and name != "self"}
+        if not any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters.values()):
+            return names
+    return None
 
 
 def check_added_keys(overrides: list[str] | None = None) -> None:

@@ -253,12 +253,6 @@ def check_role_settings(cfg: DictConfig) -> None:
     policy = cfg.get("policy") or {}
     target = policy.get("_target_")
     check_oracle_settings(cfg, str(target))
-    if policy.get("reader") is not None and target != "src.policy.rewriter.Rewriter":
-        raise ConfigError(
-            f"policy.reader: a frozen reader of its own model is policy=rewriter's; this run's "
-            f"role, {str(target).rsplit('.', 1)[-1]}, reads with its own base model (adapter off): "
-            "remove policy.reader"
-        )
     reader = policy.get("reader")
     if reader is not None and reader.get("builder") is None:  # a builder writes a missing folder
         check_model_folders(

@@ -82,8 +82,7 @@ def test_malformed_data_file_names_file_and_line(tmp_path):
         ),
         (
             "task=medqa_searcher +model@policy.reader=tiny",
-            "error: policy.reader: a frozen reader of its own model is policy=rewriter's; this "
-            "run's role, Searcher, reads with its own base model (adapter off): remove policy.reader",
+            "error: policy.reader is not read by Searcher, which policy builds: remove it",
         ),
         (
             "task=medqa_rewriter +model@policy.reader=smollm2_135m policy.reader.lora=null "
@@ -95,6 +94,7 @@ def test_malformed_data_file_names_file_and_line(tmp_path):
             "error: +rewriter_adapter adds a key that no config of this run has, so nothing reads "
             "it: remove it (a task that takes rewriter_adapter sets it without the +)",
         ),
+        ("+policy.foo=1", "error: policy.foo is not read by Generator, which policy builds"),
         (
             "rollout.stop_strings=END",
             "error: rollout.stop_strings must be a list of non-empty texts",
