@@ -8,6 +8,7 @@ from __future__ import annotations
 import logging
 import math
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -129,18 +130,40 @@ def check_hardware(cfg: DictConfig, algo: AlgoSettings, cuda_devices: int | None
     `cuda_devices` stands in for the visible count in tests."""
     turned_off_names()
     pin_from_environment()  # $GRPO_MACHINE_CHOICES: another run's kernels
-    trainer = cfg.get("trainer") or {}
     check_hardware_settings(
-        accelerator=str(trainer.get("accelerator", "cpu")),
-        devices=plain(trainer.get("devices", 1)),
-        num_nodes=int(trainer.get("num_nodes", 1)),
-        strategy=plain(trainer.get("strategy")),
-        load_in_4bit=bool((cfg.get("model") or {}).get("load_in_4bit")),
-        rollout_target=(cfg.get("rollout") or {}).get("_target_"),
-        batch_size=(cfg.get("data") or {}).get("batch_size"),
-        sampling_rounds=algo.sampling_rounds,
-        cuda_devices=visible_cuda_devices() if cuda_devices is None else cuda_devices,
+        Hardware.of(cfg, algo),
+        visible_cuda_devices() if cuda_devices is None else cuda_devices,
     )
+
+
+@dataclass(frozen=True)
+class Hardware:
+    """The settings that say where and how wide a run goes, read once from the config: the
+    trainer's accelerator, devices, nodes and strategy, 4-bit weights, the sampler's target,
+    the batch and the sampling rounds."""
+
+    accelerator: str
+    devices: Any
+    num_nodes: int
+    strategy: Any
+    load_in_4bit: bool
+    rollout_target: str | None
+    batch_size: int | None
+    sampling_rounds: int = 1
+
+    @classmethod
+    def of(cls, cfg: DictConfig, algo: AlgoSettings) -> Hardware:
+        trainer = cfg.get("trainer") or {}
+        return cls(
+            accelerator=str(trainer.get("accelerator", "cpu")),
+            devices=plain(trainer.get("devices", 1)),
+            num_nodes=int(trainer.get("num_nodes", 1)),
+            strategy=plain(trainer.get("strategy")),
+            load_in_4bit=bool((cfg.get("model") or {}).get("load_in_4bit")),
+            rollout_target=(cfg.get("rollout") or {}).get("_target_"),
+            batch_size=(cfg.get("data") or {}).get("batch_size"),
+            sampling_rounds=algo.sampling_rounds,
+        )
 
 
 def strategy_kind(strategy: Any) -> str:
@@ -173,21 +196,12 @@ def devices_per_node(accelerator: str, devices: Any, cuda_devices: int) -> int |
     return int(text) if text.lstrip("-").isdigit() else None
 
 
-def check_hardware_settings(
-    *,
-    accelerator: str,
-    devices: Any,
-    num_nodes: int,
-    strategy: Any,
-    load_in_4bit: bool,
-    rollout_target: str | None,
-    batch_size: int | None,
-    cuda_devices: int,
-    sampling_rounds: Any = 1,
-) -> None:
+def check_hardware_settings(hardware: Hardware, cuda_devices: int) -> None:
     """Device settings that cannot work with `cuda_devices` CUDA devices visible: a pure
     function of plain values, so every case is testable on a machine without a GPU."""
-    kind = strategy_kind(strategy)
+    accelerator, devices, num_nodes = hardware.accelerator, hardware.devices, hardware.num_nodes
+    rollout_target, sampling_rounds = hardware.rollout_target, hardware.sampling_rounds
+    kind = strategy_kind(hardware.strategy)
     if accelerator == "auto":
         accelerator = "gpu" if cuda_devices else "cpu"
     on_gpu = accelerator in ("gpu", "cuda")
@@ -205,7 +219,7 @@ def check_hardware_settings(
             "Lightning runs FSDP only on CUDA devices; on CPU test several processes with "
             "trainer.devices=2 trainer.strategy=ddp"
         )
-    if kind == "fsdp" and load_in_4bit:
+    if kind == "fsdp" and hardware.load_in_4bit:
         raise ConfigError(
             "trainer.strategy=fsdp (hardware=fsdp) with model.load_in_4bit=true: 4-bit weights "
             "are not sharded here; use hardware=[multi_gpu,4bit,lora] or drop 4bit"
@@ -235,6 +249,7 @@ def check_hardware_settings(
             f"process, but trainer.devices={devices} x trainer.num_nodes={num_nodes} start "
             "several; use one process or algo.sampling_rounds=1"
         )
+    batch_size = hardware.batch_size
     if batch_size is not None and processes and int(batch_size) % processes:
         raise ConfigError(
             f"data.batch_size={batch_size} (prompts per step, all processes together) does not "
