@@ -4,6 +4,7 @@ training rows, held-out checks every few steps, metrics to the run's loggers."""
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from typing import Any
 
 import lightning as L
@@ -31,20 +32,28 @@ def warmup_cosine(
     return {"optimizer": built, "lr_scheduler": {"scheduler": schedule, "interval": "step"}}
 
 
+@dataclass(frozen=True)
+class StageLength:
+    """How long a stage trains: `max_steps` batches of `batch_size` training rows drawn from
+    `seed`, checked on the held-out rows every `eval_every_n_steps`."""
+
+    max_steps: int
+    batch_size: int
+    eval_every_n_steps: int
+    seed: int
+
+
 def fit_stage(
     module: L.LightningModule,
     label: str,
     datamodule: PromptDataModule,
     loggers: list[Any],
     accelerator: str,
-    *,
-    max_steps: int,
-    batch_size: int,
-    eval_every_n_steps: int,
-    seed: int,
+    length: StageLength,
 ) -> int:
-    """Train `module` for `max_steps` batches of training rows drawn from `seed`, checking
-    on the held-out rows every `eval_every_n_steps`; returns the steps taken."""
+    """Train `module` for `length.max_steps` batches of training rows, checking on the
+    held-out rows every `length.eval_every_n_steps`; returns the steps taken."""
+    max_steps, eval_every_n_steps = length.max_steps, length.eval_every_n_steps
     trainer = L.Trainer(
         max_steps=max_steps,
         max_epochs=-1,
@@ -59,7 +68,7 @@ def fit_stage(
         callbacks=[StepProgressBar(label=label)],
         enable_model_summary=False,
     )
-    train_loader = step_loader(datamodule.train_rows, batch_size, max_steps, seed)
+    train_loader = step_loader(datamodule.train_rows, length.batch_size, max_steps, length.seed)
     val_loader = DataLoader(
         datamodule.val_rows, batch_size=datamodule.eval_batch_size, collate_fn=keep_rows
     )

@@ -38,7 +38,7 @@ import torch
 from omegaconf import DictConfig
 from torch import Tensor
 
-from src.pretraining.fit import fit_stage, warmup_cosine
+from src.pretraining.fit import StageLength, fit_stage, warmup_cosine
 from src.recipes.char_diffusion.encoder import ALPHABET, PAD
 from src.recipes.char_diffusion.infill import Infill, restored
 from src.recipes.char_diffusion.judge_network import CharJudge, load_char_judge
@@ -450,10 +450,7 @@ class JudgeTraining:
             datamodule,
             loggers,
             cfg.trainer.accelerator,
-            max_steps=self.max_steps,
-            batch_size=self.batch_size,
-            eval_every_n_steps=self.eval_every_n_steps,
-            seed=cfg.seed + 1,
+            StageLength(self.max_steps, self.batch_size, self.eval_every_n_steps, cfg.seed + 1),
         )
         judge.save(folder)
         return {"steps": steps, **module.last_val}

@@ -19,7 +19,7 @@ import torch
 from omegaconf import DictConfig
 from torch import Tensor
 
-from src.pretraining.fit import fit_stage, warmup_cosine
+from src.pretraining.fit import StageLength, fit_stage, warmup_cosine
 from src.recipes.char_diffusion.network import CharDiffusionNetwork
 from src.recipes.char_diffusion.windows import CharWindowDataModule
 from src.rollout.rollout import teacher_forced
@@ -143,10 +143,7 @@ def pretrain_generator(
         datamodule,
         loggers,
         cfg.trainer.accelerator,
-        max_steps=max_steps,
-        batch_size=batch_size,
-        eval_every_n_steps=eval_every_n_steps,
-        seed=cfg.seed,
+        StageLength(max_steps, batch_size, eval_every_n_steps, cfg.seed),
     )
     if not (folder / EARLY).exists():  # fewer steps than early_step
         network.save(folder / EARLY)
