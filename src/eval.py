@@ -128,9 +128,8 @@ def evaluate(
     summaries: dict[str, dict[str, float]] = {}
     run_tags = {"stage": "eval", "heads": ",".join(folders), **(tags or {})}
     with recorded_run(loggers, cfg, run_tags, datamodule.report), results_path.open("w") as results:
-        parts = before_evaluation(
-            parts.before_grpo, cfg, parts
-        )  # e.g. the last adversarial round's judge, as GRPO's
+        # e.g. the last adversarial round's judge, as GRPO's
+        parts = before_evaluation(parts.before_grpo, cfg, parts)
         for head, folder in folders.items():
             log.info(
                 "Scoring head %s (%s) on %d %s rows",

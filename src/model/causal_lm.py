@@ -10,6 +10,7 @@ import contextlib
 import copy
 import functools
 import inspect
+import json
 import logging
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -541,8 +542,6 @@ def load_causal_lm(
 def with_saved_adapter(network: nn.Module, adapter_path: str, name_or_path: str) -> nn.Module:
     """`network` with the LoRA adapter saved in `adapter_path`, trainable; an adapter whose
     shapes are not this network's (trained on another base model) is one line naming both."""
-    import json
-
     from peft import PeftModel
 
     try:

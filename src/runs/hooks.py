@@ -3,9 +3,9 @@ own training steps reach `src.train` and `src.eval` without either naming them.
 
 Each entry of `before_grpo` is a `_target_` building a `BeforeGrpo`. It is built once, right
 after the settings check and before any data or model loads (`runs/parts.py`, which keeps the
-steps in the run's parts), so its constructor refuses settings that cannot work; `src.train` then hands it the run's parts before GRPO (it may train and return
-parts with another reward, e.g. scoring by a later judge), and `src.eval` before scoring
-(it trains nothing there). task=char_diffusion's adversarial rounds are one.
+steps in the run's parts), so its constructor refuses settings that cannot work; `src.train`
+then hands it the run's parts before GRPO (it may train and return parts with another reward,
+e.g. scoring by a later judge), and `src.eval` before scoring (it trains nothing there). task=char_diffusion's adversarial rounds are one.
 """
 
 from __future__ import annotations

@@ -47,7 +47,7 @@ class MlflowRunInCheckpoint(Callback):
         checkpoint["mlflow"] = {
             logger._tracking_uri: logger.run_id for logger in mlflow_loggers(trainer.loggers)
         }
-        checkpoint["machine_choices"] = per_machine.pinned_values()
+        checkpoint["machine_choices"] = per_machine.chosen_values()
 
 
 def find_checkpoint(spec: str, runs_folder: Path, current_run: Path | None = None) -> Path:

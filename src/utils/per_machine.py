@@ -173,9 +173,9 @@ def unpin() -> None:
     _PINNED.clear()
 
 
-def pinned_values() -> dict[str, Any]:
-    """The values of every choice this process made, by name: what a checkpoint keeps so that
-    a continuation takes the same (`pin`)."""
+def chosen_values() -> dict[str, Any]:
+    """The value of every choice this process made, by name (`choices()` without where each
+    came from): what a checkpoint keeps so that a continuation takes the same (`pin`)."""
     return {name: choice["value"] for name, choice in sorted(_CHOICES.items())}
 
 

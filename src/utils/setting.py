@@ -16,10 +16,10 @@ INDEX_TEXT = re.compile(r"\s*\d+\s*(,\s*\d+\s*)*,?\s*")  # "0,1" or "0,": device
 
 @dataclass(frozen=True)
 class Setting:
-    """What one key may hold: a `kind` (`int`, `float`, `bool`, `str`; `texts`, a list of
-    non-empty texts; `indices`, device indices as a list or as text with commas; `config`, an
-    object's config with `_target_`),
-    an inclusive range (`low`, `high`; `above` makes `low` exclusive, `below` makes `high`
+    """What one key may hold: a `kind` (`int`, `float`, `bool`, `str`; `template`, a text that
+    `str.format` can fill; `texts`, a list of non-empty texts; `indices`, device indices as a
+    list or as text with commas; `config`, an object's config with `_target_`), an inclusive
+    range (`low`, `high`; `above` makes `low` exclusive, `below` makes `high`
     exclusive), a set of `choices`, and whether null is allowed."""
 
     kind: str

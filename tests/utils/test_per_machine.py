@@ -187,7 +187,7 @@ def test_a_pinned_choice_is_taken_whatever_is_kept_or_measured(cache: Path) -> N
     assert measured_once("speed", measure) is False and measured_once("other", measure) == 3
     assert measure.calls == 0  # neither read nor timed
     assert per_machine.choices()["speed"]["source"] == "as the run continued chose"
-    assert per_machine.pinned_values()["speed"] is False  # what a checkpoint keeps
+    assert per_machine.chosen_values()["speed"] is False  # what a checkpoint keeps
     assert kept_values(cache) == {machine_key(): True}  # the machine's own value untouched
 
 
