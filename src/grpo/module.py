@@ -31,6 +31,7 @@ from src.grpo.objective import (
     entropy_threshold,
     grpo_loss,
     sampler_correction,
+    sampler_mismatch,
 )
 from src.grpo.passes import token_passes
 from src.grpo.reduction import UpdatePlan, combine_passes, reduce_loss_metrics
@@ -244,11 +245,12 @@ class GRPOModule(L.LightningModule):
 
     def fixed_log_probs(self, rollout: Rollout) -> tuple[Tensor | None, Tensor | None]:
         """The log-probs that stay fixed over this rollout's updates: the sampling policy's
-        (with several updates per rollout, or a sampler to correct for; None otherwise: ratio
-        1) and the reference's (None without a KL term)."""
+        (with several updates per rollout; None otherwise: ratio 1, and the sampler's
+        correction reads the update's own, detached) and the reference's (None without a KL
+        term)."""
         old_logps = None
         with phase("log_probs"):
-            if self.settings.num_iterations > 1 or self.corrects_sampler(rollout):
+            if self.settings.num_iterations > 1:  # one update: the pass's own, detached
                 with torch.no_grad():
                     old_logps = self.lm.log_probs(rollout, self.temperature)[0]
             ref_logps = reference_log_probs(self.reference, rollout, self.temperature)
@@ -474,10 +476,14 @@ class GRPOModule(L.LightningModule):
         logps, entropy = self.lm.log_probs(part, self.temperature, with_entropy=True)
         old = None if old_logps is None else old_logps[trained, :width]
         sampler_weights, sampler_metrics = None, {}
-        if self.corrects_sampler(rollout):
-            sampler_weights, sampler_metrics = sampler_correction(
-                old, part.sampler_logps, part.action_mask, self.settings.sampler_is_cap
-            )
+        if part.sampler_logps is not None:  # before this rollout's updates: old, or these
+            before = old if old is not None else logps.detach()
+            sampler_metrics = sampler_mismatch(before, part.sampler_logps, part.action_mask)
+            if self.corrects_sampler(rollout):
+                sampler_weights, weight_metrics = sampler_correction(
+                    before, part.sampler_logps, part.action_mask, self.settings.sampler_is_cap
+                )
+                sampler_metrics.update(weight_metrics)
         if plan.entropy_threshold is not None:  # only the high-entropy tokens' policy term
             kept = (entropy >= plan.entropy_threshold).to(logps.dtype)
             sampler_weights = kept if sampler_weights is None else sampler_weights * kept

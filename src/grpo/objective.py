@@ -239,6 +239,27 @@ def sampler_correction(
     metrics = {
         "sampler/is_weight_mean": _masked_mean(weights, mask),
         "sampler/is_capped_ratio": _masked_mean((ratio > cap).to(mask.dtype), mask),
-        "sampler/logp_diff_mean": _masked_mean((old_logps - sampler_logps).detach().abs(), mask),
     }
     return weights, metrics
+
+
+def sampler_mismatch(
+    trainer_logps: Tensor, sampler_logps: Tensor, mask: Tensor
+) -> dict[str, Tensor]:
+    """How far the sampler's log-probs of the tokens it drew lie from the trainer's before
+    the update (its kernels, its precision), over the tokens of `mask`: per token, the mean
+    and the largest |l_trainer - l_sampler|; per sequence, the mean and the largest
+    |sum over its tokens of (l_trainer - l_sampler)|, the log of the sequence's probability
+    ratio (over the rows with a counted token)."""
+    mask = mask.to(trainer_logps.dtype)
+    gap = (trainer_logps - sampler_logps).detach() * mask
+    per_token = gap.abs()
+    rows = mask.sum(dim=1) > 0
+    per_sequence = gap.sum(dim=1).abs()[rows]
+    zero = per_token.new_zeros(())
+    return {
+        "sampler/logp_diff_mean": _masked_mean(per_token, mask),
+        "sampler/logp_diff_max": per_token.max() if per_token.numel() else zero,
+        "sampler/seq_logp_diff_mean": per_sequence.mean() if rows.any() else zero,
+        "sampler/seq_logp_diff_max": per_sequence.max() if rows.any() else zero,
+    }

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from torch import Tensor
 
-from src.utils.distributed import sum_over_processes, world_size
+from src.utils.distributed import gather_objects, sum_over_processes, world_size
 
 
 @dataclass
@@ -29,8 +29,14 @@ PART_MEANS = ("entropy", "mean_log_prob", "sampler/is_weight_mean", "sampler/is_
 
 def is_part_mean(name: str) -> bool:
     """Whether metric `name` is a mean over the tokens of the rows run (weighted by
-    `part_tokens`): entropy, mean log-prob and every sampler-correction figure."""
-    return name in PART_MEANS or name.startswith("sampler/")
+    `part_tokens`): entropy, mean log-prob and every sampler figure but the largest."""
+    return name in PART_MEANS or (name.startswith("sampler/") and not is_largest(name))
+
+
+def is_largest(name: str) -> bool:
+    """Whether metric `name` is a largest value (`*_max`): the largest over passes and
+    processes."""
+    return name.endswith("_max")
 
 
 def reduce_loss_metrics(
@@ -40,7 +46,13 @@ def reduce_loss_metrics(
     call this): losses are means over processes (each is normalised so that their mean is
     the global loss), token means are weighted by each process's token counts."""
     sums: dict[str, float] = {"loss": float(loss.detach()), **weights}
+    largest = {name: float(value) for name, value in metrics.items() if is_largest(name)}
+    if largest and world_size() > 1:
+        everyone = gather_objects(largest)
+        largest = {name: max(each[name] for each in everyone) for name in largest}
     for name, value in metrics.items():
+        if is_largest(name):
+            continue
         weight = (
             weights["tokens"]
             if name in TOKEN_MEANS
@@ -53,7 +65,9 @@ def reduce_loss_metrics(
     processes = world_size()
     reduced = {}
     for name in ["loss", *metrics]:
-        if name in TOKEN_MEANS:
+        if is_largest(name):
+            reduced[name] = largest[name]
+        elif name in TOKEN_MEANS:
             reduced[name] = total[name] / max(total["tokens"], 1.0)
         elif is_part_mean(name):
             reduced[name] = total[name] / max(total["part_tokens"], 1.0)
@@ -78,6 +92,8 @@ def combine_passes(
         if is_part_mean(name):
             total = sum(result[1][name] * result[2]["part_tokens"] for result in results)
             metrics[name] = total / max(part_tokens, 1.0)
+        elif is_largest(name):
+            metrics[name] = max(result[1][name] for result in results)
         else:
             metrics[name] = sum(result[1][name] for result in results)
     return loss, metrics, {**results[0][2], "part_tokens": part_tokens}

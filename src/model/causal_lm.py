@@ -35,13 +35,20 @@ from src.model.fast.shared_prompt import continue_prompts
 from src.model.network import Scorer, Sequences
 from src.model.offline import resolve_pretrained
 from src.model.positions import position_ids
+from src.model.precision import (
+    DTYPES,
+    check_finite_forward,
+    computing,
+    resolved_dtype,
+    stored_dtype,
+    with_contiguous_head,
+)
 from src.model.prompt_start import added_bos, prompt_token_ids
 from src.utils.errors import ConfigError, MissingFileError
 
 log = logging.getLogger(__name__)
 hf_logging.disable_progress_bar()
 
-DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 # on the CPU, full float32 logits of at most this many entries (512 MiB) are made at once; a
 # larger log-prob pass runs the head in chunks (`CausalLM._head_in_chunks`)
 CPU_FULL_LOGITS = 2**27
@@ -58,12 +65,16 @@ class CausalLM(nn.Module):
         max_prompt_length: int | None = None,
         lean_activations: bool = True,
         compiled: bool = False,
+        compute_dtype: torch.dtype = torch.float32,
     ):
         super().__init__()
         self.network = network
         self.tokenizer = tokenizer
         self.max_prompt_length = max_prompt_length
         self.lean_activations = lean_activations
+        # what every pass computes in: a half type runs the forwards under autocast
+        # (`src.model.precision`), float32 as the weights are
+        self.compute_dtype = compute_dtype
         # the log-prob forwards' network call: compiled (`src.model.compiling`) or the module
         self._compiled_forward = compiled_forward(network) if compiled else None
 
@@ -138,7 +149,12 @@ class CausalLM(nn.Module):
             return AdapterDisabled(self)
         frozen = copy.deepcopy(self.network).eval().requires_grad_(False)
         return CausalLM(
-            frozen, self.tokenizer, self.max_prompt_length, self.lean_activations, self.compiled
+            frozen,
+            self.tokenizer,
+            self.max_prompt_length,
+            self.lean_activations,
+            self.compiled,
+            self.compute_dtype,
         )
 
     def token_log_probs(
@@ -304,16 +320,19 @@ class CausalLM(nn.Module):
 
     @contextlib.contextmanager
     def _lean(self, tokens: int | None = None) -> Iterator[int]:
-        """The log-prob forwards' fast paths: `lean_layers` over the network when
-        `lean_activations` is on (the block yields how many modules it switched), and the
-        linear layers' products through oneDNN where that is faster here at the rows of a pass
-        of `tokens` tokens and proven; neither
-        under activation checkpointing, whose recomputation in backward runs outside the
-        block, and no oneDNN under `torch.compile`, which makes its own kernels."""
+        """The log-prob forwards' precision and fast paths: the products in `compute_dtype`
+        (`computing`); `lean_layers` over the network when `lean_activations` is on (the block
+        yields how many modules it switched), and the float32 linear layers' products through
+        oneDNN where that is faster here at the rows of a pass of `tokens` tokens and proven;
+        neither under activation checkpointing, whose recomputation in backward runs outside
+        the block, and no oneDNN under `torch.compile`, which makes its own kernels, or in a
+        half type."""
         plain = checkpointed(self.network)
+        routed = not plain and self._compiled_forward is None
         with (
+            computing(self.compute_dtype, device_of(self.network), self.network),
             lean_layers(self.network, self.lean_activations and not plain) as switched,
-            onednn_linears(self.network, not plain and self._compiled_forward is None, tokens),
+            onednn_linears(self.network, routed and self.compute_dtype == torch.float32, tokens),
         ):
             yield switched
 
@@ -487,6 +506,7 @@ def load_causal_lm(
     adapter_path: str | None = None,
     lean_activations: bool = True,
     compile: bool = False,
+    trained_in_float32: bool = True,
 ) -> CausalLM:
     """Load a causal LM by hub name or local folder, optionally 4-bit and with a LoRA adapter.
 
@@ -495,15 +515,20 @@ def load_causal_lm(
     `src.model.offline`). `adapter_path` loads a saved LoRA adapter, trainable, instead of
     starting a fresh one from `lora`. `lean_activations` runs the gated MLPs and RMSNorms of
     training forwards through `src.model.fast.lean_layers` (less memory, the same values). `compile` runs
-    the forwards of log-probs through `torch.compile` (`src.model.compiling`).
+    the forwards of log-probs through `torch.compile` (`src.model.compiling`). A half `dtype`
+    is what every pass computes in; the weights that train stay float32 where
+    `trained_in_float32` (`src.model.precision.stored_dtype`); a forward that gives NaN or
+    infinite logits in it is refused in one line (`check_finite_forward`).
     """
     if builder is not None and not (Path(name_or_path) / "config.json").exists():
         log.info("Building model folder %s", name_or_path)
         builder(name_or_path)
     check_model_folders(name_or_path, adapter_path)
+    dtype = resolved_dtype(dtype)
     name_or_path, source_kwargs = resolve_pretrained(name_or_path, offline_fallback)
+    trains_every_weight = trained_in_float32 and not lora and adapter_path is None
     kwargs: dict[str, Any] = {
-        "dtype": DTYPES[dtype],
+        "dtype": stored_dtype(dtype, trains_every_weight and not load_in_4bit),
         "trust_remote_code": trust_remote_code,
         **source_kwargs,
     }
@@ -530,13 +555,15 @@ def load_causal_lm(
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token
     network = prepared_for_training(network, gradient_checkpointing, load_in_4bit)
+    # after the preparation: an eval forward before it repacks 4-bit weights for inference
+    check_finite_forward(with_contiguous_head(network), dtype, name_or_path)
     if adapter_path is not None:
         network = with_saved_adapter(network, adapter_path, name_or_path)
     elif lora:
         from peft import LoraConfig, get_peft_model
 
         network = get_peft_model(network, LoraConfig(task_type="CAUSAL_LM", **lora))
-    return CausalLM(network, tokenizer, max_prompt_length, lean_activations, compile)
+    return CausalLM(network, tokenizer, max_prompt_length, lean_activations, compile, DTYPES[dtype])
 
 
 def with_saved_adapter(network: nn.Module, adapter_path: str, name_or_path: str) -> nn.Module:

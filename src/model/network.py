@@ -11,6 +11,7 @@ from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any, Protocol
 
+import torch
 from torch import Tensor, nn
 
 
@@ -86,6 +87,7 @@ class DecodedNetwork(PolicyNetwork, Protocol):
 
     network: nn.Module  # the transformers causal LM (a peft model over one under LoRA)
     max_prompt_length: int | None  # prompts are cut from the left beyond this many tokens
+    compute_dtype: torch.dtype  # what decoding computes in (a half type: under autocast)
 
     @property
     def keeps_few_logits(self) -> bool:

@@ -16,8 +16,8 @@ import torch
 from transformers import AutoModelForSequenceClassification, AutoTokenizer
 from transformers.utils import logging as hf_logging
 
-from src.model.causal_lm import DTYPES
 from src.model.offline import hub_cached
+from src.model.precision import DTYPES
 from src.utils.errors import ConfigError, MissingFileError
 from src.utils.hub import hub_reachable
 

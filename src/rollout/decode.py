@@ -65,6 +65,13 @@ DRAW_BLOCK = 1024
 def draw(
     scores: Tensor, generator: torch.Generator | None = None, overwrite: bool = False
 ) -> Tensor:
+    """One token per row from softmax(scores) [N, V] (`drawn_with_log_probs`)."""
+    return drawn_with_log_probs(scores, generator, overwrite)[0]
+
+
+def drawn_with_log_probs(
+    scores: Tensor, generator: torch.Generator | None = None, overwrite: bool = False
+) -> tuple[Tensor, Tensor]:
     """One token per row from softmax(scores) [N, V], by inverse CDF with one uniform number
     per row, in two levels: the vocabulary is cut into blocks of `DRAW_BLOCK` entries, the
     uniform number picks a block by the cumulative sums of the block masses, then a token
@@ -76,7 +83,9 @@ def draw(
     entries: 256 blocks); a vocabulary of one block or less takes its one cumulative sum. A
     token of probability 0 is never drawn. With `overwrite`, float32
     `scores` are the draw's to overwrite (the decoding loop's own logits): no tensor of their
-    size is made."""
+    size is made. Also returns each drawn token's log-probability under softmax(scores), in
+    float32, from the same exponentials and sums: the sampler's own log-probs, which the
+    trainer's are compared with (`Drawn.log_probs`)."""
     rows, vocabulary = scores.shape
     highest = scores.amax(dim=-1, keepdim=True)
     if overwrite and scores.dtype == torch.float32:
@@ -87,7 +96,8 @@ def draw(
     if vocabulary <= DRAW_BLOCK:  # one block: one cumulative sum, nothing padded
         cdf = probs.double().cumsum(dim=-1)
         index = torch.searchsorted(cdf, u * cdf[:, -1:], right=True)
-        return index.clamp_(max=vocabulary - 1).squeeze(1)
+        token = index.clamp_(max=vocabulary - 1)
+        return token.squeeze(1), _log_prob(probs, token, cdf[:, -1:])
     width = -(-vocabulary // DRAW_BLOCK) * DRAW_BLOCK
     if width != vocabulary:  # the last block padded with tokens of probability 0
         probs = torch.nn.functional.pad(probs, (0, width - vocabulary))
@@ -100,8 +110,25 @@ def draw(
     )
     inside = blocks.gather(1, block.unsqueeze(-1).expand(-1, 1, DRAW_BLOCK)).squeeze(1)
     index = torch.searchsorted(inside.double().cumsum(dim=-1), target - before, right=True)
-    token = block * DRAW_BLOCK + index.clamp_(max=DRAW_BLOCK - 1)
-    return token.clamp_(max=vocabulary - 1).squeeze(1)
+    token = (block * DRAW_BLOCK + index.clamp_(max=DRAW_BLOCK - 1)).clamp_(max=vocabulary - 1)
+    return token.squeeze(1), _log_prob(probs, token, block_cdf[:, -1:])
+
+
+def _log_prob(probs: Tensor, token: Tensor, total: Tensor) -> Tensor:
+    """log(probs[token] / total) [N] in float32: `probs` the unnormalised softmax [N, V+],
+    `token` and `total` [N, 1]."""
+    return (probs.gather(1, token).double().log() - total.log()).squeeze(1).float()
+
+
+@dataclass(frozen=True)
+class Drawn:
+    """What a decoding drew: the tokens [N, T] (pad after each row's end) and, when tokens
+    were sampled (not greedy), each one's log-probability under the distribution it was
+    drawn from [N, T] (after the sampling settings: temperature, top-k, top-p; 0 past a
+    row's end)."""
+
+    tokens: Tensor
+    log_probs: Tensor | None
 
 
 @torch.no_grad()
@@ -116,7 +143,7 @@ def decode(
     sampling: Sampling,
     ended_check_every: int | None = None,
     stop: Stop | None = None,
-) -> Tensor:
+) -> Drawn:
     """New tokens [B * group_size, <= max_new_tokens] for the B left-padded prompts, rows
     i*G .. i*G+G-1 continuing prompt i; pad after each row's first EOS. Stops when every row
     has ended. `steps` (built for B * group_size rows, over a network the caller has put in
@@ -150,7 +177,7 @@ def decode_rows(
     pad_token_id: int,
     sampling: Sampling,
     stop: Stop | None = None,
-) -> Tensor:
+) -> Drawn:
     """New tokens [R, <= max_new_tokens] after each row's context (`RowContexts`: a prompt
     shared with other rows, then the row's own tokens), as `decode` draws them after whole
     prompts; `steps` (built for R rows) read each shared prompt once where they can
@@ -186,7 +213,7 @@ def drawn_after(
     sampling: Sampling,
     ended_check_every: int | None = None,
     stop: Stop | None = None,
-) -> Tensor:
+) -> Drawn:
     """The decoding loop of `decode` and `decode_rows`, from `start` on."""
     logits, seen, position = start.logits, start.seen, start.position
     device = logits.device
@@ -196,12 +223,17 @@ def drawn_after(
     rows = seen.size(0)
     ended = torch.zeros(rows, dtype=torch.bool, device=device)
     tokens: list[Tensor] = []
+    log_probs: list[Tensor] = []
     for step in range(max_new_tokens):
         scores = processors(seen, logits)
         suppressed = step < sampling.min_new_tokens  # no row can end at this step
         if suppressed:
             scores.index_fill_(1, eos, -float("inf"))
-        chosen = scores.argmax(dim=-1) if sampling.greedy else draw(scores, overwrite=True)
+        if sampling.greedy:
+            chosen = scores.argmax(dim=-1)
+        else:
+            chosen, log_prob = drawn_with_log_probs(scores, overwrite=True)
+            log_probs.append(log_prob.masked_fill(ended, 0.0))
         if not suppressed:
             chosen = chosen.masked_fill(ended, pad_token_id)
             ended |= torch.isin(chosen, eos)
@@ -218,7 +250,9 @@ def drawn_after(
         logits = steps.step(chosen, position)
         position = position + 1
     drawn = torch.stack(tokens, dim=1)
-    return drawn if check_every == 1 else drawn[:, : ended_width(drawn, eos)]
+    width = drawn.size(1) if check_every == 1 else ended_width(drawn, eos)
+    drawn_log_probs = torch.stack(log_probs, dim=1)[:, :width] if log_probs else None
+    return Drawn(drawn[:, :width], drawn_log_probs)
 
 
 def ended_width(drawn: Tensor, eos: Tensor) -> int:

@@ -10,9 +10,11 @@ import torch
 from torch import Tensor
 
 from src.model.fast.decoding import decoding_steps
+from src.model.fast.probe import device_of
 from src.model.network import DecodedNetwork
+from src.model.precision import computing
 from src.model.steps import RowContexts, Steps
-from src.rollout.decode import Sampling, Stop, decode, decode_rows
+from src.rollout.decode import Drawn, Sampling, Stop, decode, decode_rows
 from src.rollout.rollout import Rollout, completion_mask
 from src.rollout.sampler import check_sampling
 from src.rollout.stops import first_mark, stop_at_marks, stop_texts
@@ -66,10 +68,11 @@ class HFSampler:
         max_new_tokens: int,
         greedy: bool = False,
         stop: Stop | None = None,
-    ) -> Tensor:
+    ) -> Drawn:
         """[B * G, <= max_new_tokens] tokens drawn after each of the B left-padded token
         prompts, G rows per prompt, pad after each row's first EOS or where `stop` ends it
-        (what `sample` decodes, and a multi-turn rollout's first turn)."""
+        (what `sample` decodes, and a multi-turn rollout's first turn), with their log-probs
+        under the distribution each was drawn from (`Drawn`; none for greedy decoding)."""
         rows = input_ids.size(0) * group_size
         with self._steps(lm, rows) as steps:
             return decode(
@@ -92,11 +95,11 @@ class HFSampler:
         max_new_tokens: int,
         greedy: bool = False,
         stop: Stop | None = None,
-    ) -> Tensor:
+    ) -> Drawn:
         """[R, <= max_new_tokens] tokens drawn after each row's context (a multi-turn
         rollout's later turns: its prompt, shared with the other rows of its group, then its
         own turns and inserted passages), each shared prompt read once where the decoding
-        steps can (`decode_rows`)."""
+        steps can (`decode_rows`), with their log-probs as `new_tokens` gives them."""
         with self._steps(lm, len(contexts.owners)) as steps:
             return decode_rows(
                 steps,
@@ -126,9 +129,12 @@ class HFSampler:
         was_training = lm.network.training
         lm.network.eval()
         try:
-            with decoding_steps(
-                lm.network, rows, lm.keeps_few_logits, self.fused_steps, self.packed_weights
-            ) as steps:
+            with (
+                computing(lm.compute_dtype, device_of(lm.network), lm.network),
+                decoding_steps(
+                    lm.network, rows, lm.keeps_few_logits, self.fused_steps, self.packed_weights
+                ) as steps,
+            ):
                 yield steps
         finally:
             lm.network.train(was_training)
@@ -142,7 +148,7 @@ class HFSampler:
         encoded = lm.encode_prompts(prompts)
         rows = encoded["input_ids"].size(0) * group_size
         stop = stop_at_marks(tokenizer, [self.stop_strings] * rows) if self.stop_strings else None
-        completion_ids = self.new_tokens(
+        drawn = self.new_tokens(
             lm,
             encoded["input_ids"],
             encoded["attention_mask"],
@@ -151,6 +157,7 @@ class HFSampler:
             greedy,
             stop,
         )
+        completion_ids = drawn.tokens
         prompt_ids = encoded["input_ids"].repeat_interleave(group_size, dim=0)
         prompt_mask = encoded["attention_mask"].repeat_interleave(group_size, dim=0)
         mask, clipped = completion_mask(completion_ids, lm.eos_token_ids)
@@ -165,6 +172,7 @@ class HFSampler:
             completion_mask=mask,
             is_clipped=clipped,
             completions=texts,
+            sampler_logps=None if drawn.log_probs is None else drawn.log_probs * mask,
         )
 
     def _cut_at_stops(

@@ -8,7 +8,9 @@ its searches or its token budget run out, or it writes one of the sampler's stop
            --tool(QUERY)--> <information>passages</information>   (inserted: context, no action)
            --that row alone--> turn 2 ... </answer>
 
-The inserted tokens are marked in `Rollout.inserted_mask`: the policy's log-probs are taken with
+The sampler's log-probs of the tokens the policy drew are kept across the turns
+(`Rollout.sampler_logps`, 0 on inserted tokens), where the turn sampler reports them. The
+inserted tokens are marked in `Rollout.inserted_mask`: the policy's log-probs are taken with
 them in context, and the loss never counts them. `max_completion_length` bounds the tokens the
 policy writes, over all its turns; the inserted ones come on top.
 """
@@ -23,7 +25,7 @@ from torch import Tensor
 
 from src.model.network import DecodedNetwork
 from src.model.steps import RowContexts
-from src.rollout.decode import Stop
+from src.rollout.decode import Drawn, Stop
 from src.rollout.rollout import Rollout, pad_rows
 from src.rollout.stops import first_mark, stop_at_marks
 
@@ -55,9 +57,10 @@ class TurnSampler(Protocol):
         max_new_tokens: int,
         greedy: bool = False,
         stop: Stop | None = None,
-    ) -> Tensor:
+    ) -> Drawn:
         """[B * G, <= max_new_tokens] tokens after each left-padded prompt, pad after EOS or
-        where `stop` ends a row (it may also draw on: the caller cuts at the stop text)."""
+        where `stop` ends a row (it may also draw on: the caller cuts at the stop text), and
+        the sampler's log-probs of them where it reports them."""
         ...
 
     def new_tokens_after(
@@ -67,7 +70,7 @@ class TurnSampler(Protocol):
         max_new_tokens: int,
         greedy: bool = False,
         stop: Stop | None = None,
-    ) -> Tensor:
+    ) -> Drawn:
         """[R, <= max_new_tokens] tokens after each row's context (its prompt, shared with
         the rows of its group, then its own turns and inserted passages), as `new_tokens`
         draws them after whole prompts: a later turn."""
@@ -96,6 +99,8 @@ class Row:
     state."""
 
     tokens: list[int] = field(default_factory=list)
+    # the sampler's log-prob of each token (0 for inserted ones); None once a turn reported none
+    log_probs: list[float] | None = field(default_factory=list)
     inserted: list[int] = field(default_factory=list)
     written: int = 0  # tokens the policy wrote
     searches: int = 0
@@ -169,6 +174,8 @@ class MultiTurnSampler:
                 inserted = lm.tokenizer(text, add_special_tokens=False)["input_ids"]
                 row.tokens += inserted
                 row.inserted += [1] * len(inserted)
+                if row.log_probs is not None:  # the policy drew none of them: never counted
+                    row.log_probs += [0.0] * len(inserted)
                 row.query, row.cut_query = None, False
                 if row.written >= budget:
                     row.done, row.clipped = True, True
@@ -212,7 +219,7 @@ class MultiTurnSampler:
 
         return stopped
 
-    def _take(self, lm: DecodedNetwork, rows: list[Row], which: list[int], drawn: Tensor) -> None:
+    def _take(self, lm: DecodedNetwork, rows: list[Row], which: list[int], drawn: Drawn) -> None:
         """Add each row's new turn (row `which[j]` drew `drawn[j]`): up to its EOS, its budget,
         its answer's end (then it is done) or its query's end (then it waits for the tool). Where
         the two ends are one text (a line's end), it is the query's while the row may search.
@@ -222,7 +229,7 @@ class MultiTurnSampler:
         limit = self.tags.max_query_tokens
         for j, i in enumerate(which):
             row = rows[i]
-            tokens = drawn[j].tolist()[: self.max_completion_length - row.written]
+            tokens = drawn.tokens[j].tolist()[: self.max_completion_length - row.written]
             ended = next((k for k, token in enumerate(tokens) if token in eos), None)
             if ended is not None:
                 tokens = tokens[: ended + 1]
@@ -236,6 +243,10 @@ class MultiTurnSampler:
                 cut, mark = limit, self.tags.search_close
             tokens = tokens[:cut]
             row.tokens += tokens
+            if drawn.log_probs is None or row.log_probs is None:
+                row.log_probs = None
+            else:
+                row.log_probs += drawn.log_probs[j, : len(tokens)].tolist()
             row.inserted += [0] * len(tokens)
             row.written += len(tokens)
             if mark == self.tags.search_close and row.searches < self.max_searches:
@@ -255,6 +266,10 @@ class MultiTurnSampler:
         mask = pad_rows([[1] * len(row.tokens) for row in rows], width, 0, torch.long)
         inserted = pad_rows([row.inserted for row in rows], width, 0, torch.long)
         device = prompt_ids.device
+        reported = [row.log_probs for row in rows]
+        log_probs = None
+        if all(row is not None for row in reported):
+            log_probs = pad_rows(reported, width, 0.0, torch.float32).to(device)
         return Rollout(
             prompt_ids=prompt_ids,
             prompt_mask=prompt_mask,
@@ -263,4 +278,5 @@ class MultiTurnSampler:
             is_clipped=torch.tensor([row.clipped for row in rows], device=device),
             completions=lm.tokenizer.batch_decode(ids, skip_special_tokens=True),
             inserted_mask=inserted.to(device),
+            sampler_logps=log_probs,
         )

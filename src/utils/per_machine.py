@@ -229,6 +229,12 @@ def measured_once(name: str, measure: Callable[[], Any]) -> Any:
         return found.value
 
 
+def record(name: str, value: Any, source: str) -> None:
+    """Note a choice this process made without timing it (what the processor lacks), so the
+    run's start-up lines, MLflow params and dry-run report show it beside the timed ones."""
+    _note(name, {"value": value}, source)
+
+
 def _as_entry(raw: Any) -> dict[str, Any]:
     """A kept entry as a dict: a value kept before dates and timings were kept is its value."""
     return raw if isinstance(raw, dict) else {"value": raw}

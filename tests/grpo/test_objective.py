@@ -15,6 +15,7 @@ from src.grpo.objective import (
     grpo_loss,
     per_token_kl,
     sampler_correction,
+    sampler_mismatch,
 )
 
 REWARDS = torch.tensor([1.0, 0.0, 0.0, 0.0, 1.0, 1.0, 1.0, 1.0])
@@ -433,6 +434,22 @@ def test_sampler_correction_caps_the_trainer_to_sampler_ratio():
     assert torch.allclose(weights, expected)
     assert metrics["sampler/is_capped_ratio"].item() == pytest.approx(1 / 5)
     assert metrics["sampler/is_weight_mean"].item() == pytest.approx(6 / 5)
+
+
+def test_sampler_mismatch_by_hand():
+    """|l_trainer - l_sampler| per token over the mask, and per sequence the absolute sum of
+    the row's differences (the log of its probability ratio), means and largest."""
+    trainer = torch.tensor([[-1.0, -2.0, -0.5], [-0.2, -0.3, -9.0]])
+    sampler = torch.tensor([[-1.5, -1.0, -0.5], [-0.1, -0.6, -1.0]])
+    mask = torch.tensor([[1, 1, 1], [1, 1, 0]])  # the last token of row 2 is padding
+    found = sampler_mismatch(trainer, sampler, mask)
+    # per token: 0.5, 1.0, 0.0 | 0.1, 0.3; per sequence: |0.5 - 1.0 + 0| = 0.5, |-0.1 + 0.3| = 0.2
+    assert found["sampler/logp_diff_mean"].item() == pytest.approx(1.9 / 5)
+    assert found["sampler/logp_diff_max"].item() == pytest.approx(1.0)
+    assert found["sampler/seq_logp_diff_mean"].item() == pytest.approx(0.35)
+    assert found["sampler/seq_logp_diff_max"].item() == pytest.approx(0.5)
+    empty = sampler_mismatch(trainer, sampler, torch.zeros_like(mask))
+    assert all(value.item() == 0.0 for value in empty.values())
 
 
 def test_sampler_weights_scale_each_tokens_surrogate():

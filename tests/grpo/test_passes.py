@@ -218,9 +218,12 @@ def test_passes_keep_the_sampler_correction_metrics(rollout_and_lm):
     one = update(*args, budget=None, loss_type="bnpo", kl_beta=0.0, cap=1.2)
     many = update(*args, budget=12, loss_type="bnpo", kl_beta=0.0, cap=1.2)
     assert many[0] > 1
-    for name in ("sampler/is_weight_mean", "sampler/is_capped_ratio", "sampler/logp_diff_mean"):
+    names = ("is_weight_mean", "is_capped_ratio", "logp_diff_mean", "logp_diff_max")
+    for name in (f"sampler/{name}" for name in names):
         assert many[2][name] == pytest.approx(one[2][name], rel=1e-5), name
     assert 0 < one[2]["sampler/is_capped_ratio"] < 1
+    gap = (logps - reported.sampler_logps) * rollout.action_mask
+    assert one[2]["sampler/logp_diff_max"] == pytest.approx(float(gap.abs().max()), rel=1e-5)
 
 
 def test_every_process_runs_as_many_passes(rollout_and_lm, monkeypatch):

@@ -16,6 +16,8 @@ from typing import Any
 import torch
 from torch import Tensor
 
+from src.rollout.decode import Drawn
+
 
 def search_then_answer(context: str, row: int, query: str = "findings of row {row}") -> str:
     """Before any passage: `query` for the row, then the closing tag (the prompt ends with
@@ -64,9 +66,10 @@ class ScriptedTurns:
         max_new_tokens: int,
         greedy: bool = False,
         stop: Any = None,
-    ) -> Tensor:
+    ) -> Drawn:
         """The scripted continuation of each context, G rows each, right-padded (whole: a
-        script's turn is its own end, so `stop` has nothing to cut)."""
+        script's turn is its own end, so `stop` has nothing to cut); a script reports no
+        log-probs."""
         tokenizer = lm.tokenizer
         contexts = [
             tokenizer.decode(ids[mask.bool()].tolist(), skip_special_tokens=True)
@@ -80,11 +83,11 @@ class ScriptedTurns:
                 ids = tokenizer(text.rstrip("$"), add_special_tokens=False)["input_ids"]
                 rows.append(ids + lm.eos_token_ids[:1] if text.endswith("$") else ids)
         rows = [row[:max_new_tokens] for row in rows]
-        return right_padded(rows, tokenizer.pad_token_id)
+        return Drawn(right_padded(rows, tokenizer.pad_token_id), None)
 
     def new_tokens_after(
         self, lm: Any, contexts: Any, max_new_tokens: int, greedy: bool = False, stop: Any = None
-    ) -> Tensor:
+    ) -> Drawn:
         """A later turn: each row's whole context continued as `new_tokens` continues one."""
         ids, mask = contexts.full(lm.tokenizer.pad_token_id)
         return self.new_tokens(lm, ids, mask, 1, max_new_tokens, greedy, stop)

@@ -124,7 +124,7 @@ def decoded_both_ways(
                     lm.eos_token_ids,
                     lm.tokenizer.pad_token_id,
                     sampling,
-                )
+                ).tokens
             )
     finally:
         network.train()

@@ -34,7 +34,7 @@ def run(lm: CausalLM, sampling: Sampling, group_size: int = 2, new: int = 12) ->
             lm.eos_token_ids,
             lm.tokenizer.pad_token_id,
             sampling,
-        )
+        ).tokens
     finally:
         lm.network.train()
 
@@ -96,7 +96,9 @@ class EndsAfter(torch.nn.Module):
 
 def test_decoding_stops_when_every_row_has_ended_and_pads_after_eos() -> None:
     ids, mask = torch.ones(2, 3, dtype=torch.long), torch.ones(2, 3, dtype=torch.long)
-    tokens = decode(ModuleSteps(EndsAfter(3)), ids, mask, 2, 10, [5], 0, Sampling(greedy=True))
+    tokens = decode(
+        ModuleSteps(EndsAfter(3)), ids, mask, 2, 10, [5], 0, Sampling(greedy=True)
+    ).tokens
     assert tokens.tolist() == [[2, 2, 5]] * 4
 
 
@@ -110,11 +112,13 @@ def test_a_stop_ends_rows_as_eos_would_and_the_loop_when_all_have_ended() -> Non
         asked.append(going.tolist())
         return torch.tensor([drawn.size(1) >= row + 2 for row in range(drawn.size(0))])
 
-    tokens = decode(ModuleSteps(EndsAfter(10)), ids, mask, 2, 12, [5], 0, Sampling(greedy=True))
+    tokens = decode(
+        ModuleSteps(EndsAfter(10)), ids, mask, 2, 12, [5], 0, Sampling(greedy=True)
+    ).tokens
     assert tokens.tolist() == [[2] * 9 + [5]] * 2
     tokens = decode(
         ModuleSteps(EndsAfter(10)), ids, mask, 2, 12, [5], 0, Sampling(greedy=True), stop=stop
-    )
+    ).tokens
     assert tokens.tolist() == [[2, 2, 0], [2, 2, 2]]
     assert asked == [[True, True], [True, True], [False, True]]  # only rows still going
 
@@ -131,7 +135,7 @@ def test_min_new_tokens_suppresses_eos(forced: int) -> None:
         [5],
         0,
         Sampling(greedy=True, min_new_tokens=forced),
-    )
+    ).tokens
     assert tokens[0, :forced].tolist() == [2] * forced
     assert tokens.size(1) == min(forced + 1, 10)
 
@@ -154,8 +158,8 @@ def test_asking_whether_rows_ended_less_often_returns_the_same_tokens(
     ids, mask = torch.ones(2, 3, dtype=torch.long), torch.ones(2, 3, dtype=torch.long)
     sampling = Sampling(greedy=True, min_new_tokens=forced)
     steps = ModuleSteps(EndsAfter(3))
-    each = decode(steps, ids, mask, 2, 12, [5], 0, sampling, ended_check_every=1)
-    fewer = decode(ModuleSteps(EndsAfter(3)), ids, mask, 2, 12, [5], 0, sampling, every)
+    each = decode(steps, ids, mask, 2, 12, [5], 0, sampling, ended_check_every=1).tokens
+    fewer = decode(ModuleSteps(EndsAfter(3)), ids, mask, 2, 12, [5], 0, sampling, every).tokens
     assert each.size(1) == (3 if forced == 0 else forced + 1)
     assert torch.equal(each, fewer)
 
@@ -177,7 +181,7 @@ def test_rows_that_never_end_keep_every_token_when_asked_less_often(tiny_lm: Cau
             tiny_lm.tokenizer.pad_token_id,
             Sampling(min_new_tokens=12),
             ended_check_every=5,
-        )
+        ).tokens
     finally:
         tiny_lm.network.train()
     assert each.shape == fewer.shape == (6, 12)

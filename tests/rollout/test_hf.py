@@ -41,6 +41,24 @@ def test_sampler_groups_completions_and_respects_the_length_limit(tiny_lm):
             assert row[length - 1].item() in tiny_lm.eos_token_ids
 
 
+def test_the_sampler_reports_the_log_probs_the_trainer_computes_in_float32(tiny_lm):
+    """Each drawn token's log-prob under the distribution it was drawn from is the trainer's
+    log-prob of it at the same temperature (float32: the same numbers up to rounding), 0 past
+    a completion's end; greedy decoding reports none."""
+    sampler = HFSampler(max_completion_length=8, temperature=0.7)
+    torch.manual_seed(0)
+    rollout = sampler.sample(tiny_lm, ["What is 1 + 2?\nAnswer:", "Hi"], group_size=3)
+    with torch.no_grad():
+        trained, _ = tiny_lm.log_probs(rollout, temperature=0.7)
+    mask = rollout.completion_mask.bool()
+    assert rollout.sampler_logps is not None and rollout.sampler_logps.shape == trained.shape
+    assert torch.allclose(rollout.sampler_logps[mask], trained[mask], atol=1e-4)
+    assert rollout.sampler_logps[~mask].eq(0).all()
+    assert (rollout.sampler_logps[mask] < 0).all()
+    greedy = sampler.sample(tiny_lm, ["Hi"], group_size=2, greedy=True)
+    assert greedy.sampler_logps is None
+
+
 def test_greedy_sampling_is_deterministic(tiny_lm):
     sampler = HFSampler(max_completion_length=6)
     first = sampler.sample(tiny_lm, ["What is 3 + 4?\nAnswer:"], group_size=2, greedy=True)

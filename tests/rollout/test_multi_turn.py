@@ -208,13 +208,13 @@ class Widths:
     def new_tokens(self, lm, ids, mask, group_size, max_new_tokens, greedy=False, stop=None):
         stop = None if self.ignore_stop else stop
         drawn = self.sampler.new_tokens(lm, ids, mask, group_size, max_new_tokens, greedy, stop)
-        self.widths.append(drawn.size(1))
+        self.widths.append(drawn.tokens.size(1))
         return drawn
 
     def new_tokens_after(self, lm, contexts, max_new_tokens, greedy=False, stop=None):
         stop = None if self.ignore_stop else stop
         drawn = self.sampler.new_tokens_after(lm, contexts, max_new_tokens, greedy, stop)
-        self.widths.append(drawn.size(1))
+        self.widths.append(drawn.tokens.size(1))
         return drawn
 
 
@@ -307,3 +307,25 @@ def test_the_query_limit_stops_the_turns_decoding_with_the_same_rows(tiny_lm):
     assert widths[0] == 5 and full_widths[0] == 40
     assert stopped.insertions.tolist() == [1] * 4
     assert same(stopped, full)
+
+
+def test_the_rollout_reports_the_samplers_log_probs_of_what_the_policy_wrote(tiny_lm):
+    """Across turns, each token the policy drew keeps the sampler's log-prob of it (in float32
+    the trainer's, taken with the inserted passages in context) and each inserted token 0; a
+    turn sampler that reports none (a script) leaves the rollout without them."""
+    from src.rollout.hf import HFSampler
+
+    tags = Tags(search_open="T:", search_close="\n", answer_close="</answer>", max_query_tokens=3)
+    turns = HFSampler(max_completion_length=16, temperature=0.8)
+    torch.manual_seed(0)
+    rollout = MultiTurnSampler(turns, Library(), max_searches=1, tags=tags).sample(
+        tiny_lm, ["Q?", "What?"], 2
+    )
+    assert rollout.inserted_mask.any()  # every row searched after 3 tokens
+    with torch.no_grad():
+        trained, _ = tiny_lm.log_probs(rollout, temperature=0.8)
+    wrote = rollout.action_mask.bool()
+    assert torch.allclose(rollout.sampler_logps[wrote], trained[wrote], atol=1e-4)
+    assert rollout.sampler_logps[rollout.inserted_mask.bool()].eq(0).all()
+    scripted = ScriptedTurns(script, max_completion_length=70)
+    assert MultiTurnSampler(scripted, Library()).sample(tiny_lm, ["Q?"], 2).sampler_logps is None

@@ -18,7 +18,7 @@ raises, is left out and the next one down runs; the network's own forward and ca
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from functools import partial
 
 import torch
@@ -30,10 +30,12 @@ from src.model.fast.llama_steps import LlamaSteps, Product
 from src.model.fast.packed import can_pack, packable, packed_linears
 from src.model.fast.probe import (
     built,
+    computed_dtype,
     device_of,
     imply,
     largest_difference,
     log_softmax_difference,
+    measured_per_kind,
     probe_input,
     proven,
     proven_object,
@@ -68,7 +70,7 @@ def decoding_steps(
         path = "captured_steps" if on_gpu else "static_steps"
         build = partial(static_steps, network, rows, captured=on_gpu)
         check = partial(teacher_forced_difference, network, rows=rows)
-        fixed = proven_object(path, network, build, check)
+        fixed = proven_object(path, network, build, check, decoding_tolerance(network, rows))
         if fixed is not None:
             yield fixed
             return
@@ -86,7 +88,10 @@ def decoding_steps(
                 return
     with_room = ModuleSteps(network, keeps_few_logits, make_room=True)
     room = proven(
-        "cache_room", network, partial(teacher_forced_difference, network, with_room, rows)
+        "cache_room",
+        network,
+        partial(teacher_forced_difference, network, with_room, rows),
+        decoding_tolerance(network, rows),
     )
     steps = ModuleSteps(network, keeps_few_logits, make_room=room)
     if packings[0]:
@@ -122,13 +127,14 @@ def fused_steps_proven(network: nn.Module, steps: LlamaSteps, rows: int) -> bool
     each distinct packed product with the public one (`packed_difference`)."""
     packed = steps.packed_products()
     forced = partial(teacher_forced_difference, network, steps, rows)
+    tolerance = decoding_tolerance(network, rows)
     if not packed:
-        return proven("fused_steps", network, forced)
+        return proven("fused_steps", network, forced, tolerance)
     path = "fused_steps+packed_weights"
     arithmetic = standing("fused_steps", network)
     if arithmetic is not None and arithmetic.proven:
         return proven(path, network, partial(packed_difference, packed, rows))
-    if proven(path, network, forced):
+    if proven(path, network, forced, tolerance):
         imply("fused_steps", network, by=path)
         return True
     return False
@@ -151,6 +157,31 @@ def packed_difference(products: list[Product], rows: int) -> float:
             scale = float(plain.abs().max()) or 1.0
             largest = max(largest, largest_difference(run(x), plain) / scale)
     return largest
+
+
+# in a half type, a decoding path may differ from the modules' forward by this many times what
+# the modules' own cached decoding differs from it by, and by `HALF_FLOOR` at the least
+HALF_FACTOR = 4.0
+HALF_FLOOR = 0.02
+
+
+def decoding_tolerance(network: nn.Module, rows: int) -> Callable[[], float] | None:
+    """The tolerance of the decoding paths on `network`: None (the probe's `TOLERANCE`) in
+    float32 and float64; in a half type, `HALF_FACTOR` times the difference between the
+    modules' own cached decoding and their forward over the same sequences (the same
+    arithmetic in another order: what the half type's rounding alone moves), at least
+    `HALF_FLOOR`, measured once per kind of network. A fixed tolerance could not serve both
+    a small network, whose rounding moves its log-probs by thousandths and a wrong step by
+    tenths, and Gemma 3 270M, whose rounding moves them by tenths."""
+    if computed_dtype(network) not in (torch.bfloat16, torch.float16):
+        return None
+
+    def measured() -> float:
+        modules = ModuleSteps(network, keeps_few_logits=False, make_room=False)
+        own = partial(teacher_forced_difference, network, modules, rows)
+        return max(HALF_FLOOR, HALF_FACTOR * measured_per_kind("half_rounding", network, own))
+
+    return measured
 
 
 @torch.no_grad()

@@ -114,12 +114,15 @@ class GatedDown(torch.autograd.Function):
             hidden = (activated * up).reshape(-1, up.size(-1))
             if ctx.fast_gradients:
                 grad_weight = onednn.weight_grad(flat_grad, hidden)
-            else:
-                grad_weight = flat_grad.t().mm(hidden)
+            else:  # under autocast the product ran in its type: the gradient is the weight's
+                grad_weight = flat_grad.t().mm(hidden.to(flat_grad.dtype)).to(weight.dtype)
             del hidden
         if ctx.has_bias and ctx.needs_input_grad[3]:
             grad_bias = flat_grad.sum(0)
-        grad_hidden = onednn.input_grad(grad, weight) if ctx.fast_gradients else grad.matmul(weight)
+        if ctx.fast_gradients:
+            grad_hidden = onednn.input_grad(grad, weight)
+        else:
+            grad_hidden = grad.matmul(weight.to(grad.dtype))
         grad_gate, grad_up = _gate_grads(ctx, grad_hidden, activated, gate, up)
         return grad_gate, grad_up, grad_weight, grad_bias, None, None, None
 

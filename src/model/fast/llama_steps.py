@@ -22,8 +22,15 @@ written straight into the rows that continue them, so no copy of the cache is ma
 becomes an inference tensor, and the logits they return come from a product outside it: a
 normal tensor.
 
-It reads transformers' layer and rotary internals, so it serves only float32 CPU networks of
-the classes in `STEPPED_CLASSES` with the plain rotary embedding, in eval mode (`LlamaSteps.of`
+In bfloat16 (weights stored in it: a frozen base under LoRA, `src.model.precision`) the
+products, the residual stream, the key/value cache and the attention run in bfloat16 as the
+modules' do, with the modules' order of rounding: the RMSNorms' statistics and the
+attention's softmax in float32, each norm's weight applied as its family applies it (not
+folded into the products), the rotary tables rounded to bfloat16; the logits are widened to
+float32.
+
+It reads transformers' layer and rotary internals, so it serves only float32 and bfloat16 CPU
+networks of the classes in `STEPPED_CLASSES` with the plain rotary embedding, in eval mode (`LlamaSteps.of`
 returns None for anything else; `StaticSteps` serves other float types and devices), and
 only once `fused_steps_proven` has found its logits over a few decoding steps equal to the
 network's own forward (`src.model.fast.decoding`).
@@ -49,7 +56,7 @@ from src.model.fast.packed import (
     packed_product,
     smallest_packed,
 )
-from src.model.fast.probe import proven
+from src.model.fast.probe import computed_dtype, proven
 from src.model.positions import position_ids
 from src.model.steps import RowContexts, whole_contexts
 
@@ -75,18 +82,23 @@ READ_WHOLE_FROM = 0.5
 
 @dataclass(frozen=True)
 class Kernels:
-    """How a stepped network's products run: `pack`, through copies packed for MKL where
-    that is worth it (`src.model.fast.packed`); `onednn`, through copies reordered for oneDNN
-    instead, where that is faster here for decoding at the network's widths
-    (`decodes_through_onednn`)."""
+    """How a stepped network's products run: in `dtype` (the type the network computes in:
+    its weights', or autocast's where that is on, `computed_dtype`); `pack`, through copies
+    packed for MKL where that is worth it (`src.model.fast.packed`, float32 only); `onednn`,
+    through copies reordered for oneDNN instead, where that is faster here for decoding at the
+    network's widths (`decodes_through_onednn`)."""
 
     pack: bool
     onednn: bool
+    dtype: torch.dtype = torch.float32
 
     @classmethod
     def of(cls, network: nn.Module, pack: bool) -> Kernels:
-        """The kernels for `network`: oneDNN only where `pack` and it is usable."""
-        return cls(pack, pack and decodes_through_onednn(network))
+        """The kernels for `network`: packing only in float32, oneDNN only where `pack` and
+        it is usable."""
+        dtype = computed_dtype(network)
+        pack = pack and dtype == torch.float32
+        return cls(pack, pack and decodes_through_onednn(network), dtype)
 
 
 class Product:
@@ -139,6 +151,11 @@ class _Layer:
     post_mlp: Tensor | None = None
     rotary: int = 0  # which of the steps' rotary tables the layer's positions use
     window: int | None = None  # a sliding-window layer: it attends to this many last positions
+    # in a half type, the RMSNorm weights before attention and before the MLP (Gemma's 1 + w
+    # in float32), applied as the modules apply them; None in float32, where qkv and gate_up
+    # carry them folded in
+    norm_in: Tensor | None = None
+    norm_mlp: Tensor | None = None
 
 
 @dataclass
@@ -166,10 +183,14 @@ class LlamaSteps:
         self.head_dim = getattr(config, "head_dim", None) or config.hidden_size // self.heads
         self.eps = config.rms_norm_eps
         self.layers = parts.layers
+        self.dtype = parts.lm_head.weight.dtype  # what the products, stream and cache hold
         inner = network.model
-        self.embed = inner.embed_tokens.weight.detach()
-        self.embed_scale = parts.embed_scale
-        self.norm_final = parts.norm_final
+        self.embed = inner.embed_tokens.weight.detach().to(self.dtype)
+        self.embed_scale = None if parts.embed_scale is None else parts.embed_scale.to(self.dtype)
+        # Llama's final norm multiplies its weight in the stream's type, Gemma's in float32
+        self.norm_final = parts.norm_final.to(
+            torch.float32 if parts.weight_in_float32 else self.dtype
+        )
         self.final_in_float32 = parts.weight_in_float32
         self.lm_head = parts.lm_head
         self.rotaries = parts.rotaries
@@ -194,7 +215,8 @@ class LlamaSteps:
         that `serves` takes, with plain rotary embeddings, plain RMSNorms, SiLU MLPs (tanh
         GELU for Gemma 3), and linear layers that are `nn.Linear` or vanilla LoRA over one."""
         base = network.get_base_model() if hasattr(network, "get_base_model") else network
-        if network.training or not cls.serves(base.get_input_embeddings().weight):
+        weight = base.get_input_embeddings().weight
+        if network.training or not cls.serves(weight, computed_dtype(network)):
             return None
         name = type(base).__name__
         kernels = Kernels.of(base, pack)
@@ -211,10 +233,15 @@ class LlamaSteps:
         return steps
 
     @staticmethod
-    def serves(weight: Tensor) -> bool:
-        """Whether networks with weights like `weight` are stepped: float32 on the CPU, where
-        per-operation overhead is what a step costs."""
-        return weight.dtype == torch.float32 and weight.device.type == "cpu"
+    def serves(weight: Tensor, dtype: torch.dtype | None = None) -> bool:
+        """Whether networks with weights like `weight`, computing in `dtype` (the weights'
+        by default), are stepped: float32 or bfloat16 weights on the CPU computing in their
+        own type, where per-operation overhead and reading the weights are what a step
+        costs. float32 weights under bfloat16 autocast (every weight trained) are not: their
+        modules keep a float32 residual stream, which the steps' products do not."""
+        dtype = dtype or weight.dtype
+        served = dtype in (torch.float32, torch.bfloat16) and dtype == weight.dtype
+        return served and weight.device.type == "cpu"
 
     def packed_products(self) -> list[Product]:
         """One packed product of each distinct shape (weight, bias or not): what the probe of
@@ -284,7 +311,7 @@ class LlamaSteps:
         rotated_width = (heads + kv_heads) * dim
         written = []
         for index, layer in enumerate(self.layers):
-            qkv = layer.qkv.any(self._normalized(hidden))
+            qkv = layer.qkv.any(self._normalized(hidden, layer.norm_in))
             rotated = self._queries_keys(
                 layer,
                 qkv[..., :rotated_width].view(rows, size, heads + kv_heads, dim),
@@ -307,7 +334,7 @@ class LlamaSteps:
             )  # a padding position's output is never read: its keys are masked for the others
             attention = layer.out.any(attended.transpose(1, 2).reshape(rows, size, heads * dim))
             hidden = hidden + self._sandwiched(attention, layer.post_attention)
-            gate, up = layer.gate_up.any(self._normalized(hidden)).chunk(2, dim=-1)
+            gate, up = layer.gate_up.any(self._normalized(hidden, layer.norm_mlp)).chunk(2, dim=-1)
             mlp = layer.down.any(self.activation(gate) * up)
             hidden = hidden + self._sandwiched(mlp, layer.post_mlp)
         return hidden, written
@@ -387,7 +414,7 @@ class LlamaSteps:
         hidden = self._embedded(tokens)
         rotated_width = (heads + kv_heads) * dim
         for index, layer in enumerate(self.layers):
-            qkv = layer.qkv(self._normalized(hidden))
+            qkv = layer.qkv(self._normalized(hidden, layer.norm_in))
             # queries and keys are rotated together, then split
             rotated = self._queries_keys(
                 layer,
@@ -414,10 +441,10 @@ class LlamaSteps:
                     keys[:, first:end].transpose(1, 2),
                     alpha=self.scaling,
                 )
-                attended = torch.bmm(scores.softmax(dim=-1), values[:, first:end])
+                attended = torch.bmm(self._softmax(scores), values[:, first:end])
             attention = layer.out(attended.view(rows, heads * dim))
             hidden = hidden + self._sandwiched(attention, layer.post_attention)
-            gate, up = layer.gate_up(self._normalized(hidden)).chunk(2, dim=1)
+            gate, up = layer.gate_up(self._normalized(hidden, layer.norm_mlp)).chunk(2, dim=1)
             mlp = layer.down(self.activation(gate) * up)
             hidden = hidden + self._sandwiched(mlp, layer.post_mlp)
         return self._final_norm(hidden)
@@ -432,7 +459,9 @@ class LlamaSteps:
         filled = real.size(1)
         for room in (*self.keys, *self.values):
             room[:, filled:].zero_()
-        bias = torch.full((real.size(0), width), float("-inf"), device=real.device)
+        bias = torch.full(
+            (real.size(0), width), float("-inf"), device=real.device, dtype=self.dtype
+        )
         bias[:, :filled].masked_fill_(real, 0.0)
         self.bias = bias.repeat_interleave(repeats, dim=0).unsqueeze(1)
 
@@ -495,7 +524,7 @@ class LlamaSteps:
             keys[:, shared : at + 1].transpose(1, 2),
             alpha=self.scaling,
         )
-        probs = torch.cat([spread(prompt_scores), new_scores], dim=-1).softmax(dim=-1)
+        probs = self._softmax(torch.cat([spread(prompt_scores), new_scores], dim=-1))
         on_prompt, on_new = probs.split([shared - first, at + 1 - shared], dim=-1)
         attended = spread(torch.bmm(gathered(on_prompt.contiguous()), prompt_part(values)))
         return attended.view(-1, per_kv, dim).baddbmm_(on_new, values[:, shared : at + 1])
@@ -520,12 +549,26 @@ class LlamaSteps:
             return output
         return F.rms_norm(output.float(), output.shape[-1:], weight, self.eps).to(output.dtype)
 
-    def _normalized(self, hidden: Tensor) -> Tensor:
-        """RMSNorm of `hidden` [rows, width] without its weight and with a factor sqrt(width)
-        left out: x / sqrt(sum(x^2) + width * eps). The products that read it carry the
-        norm's weight times sqrt(width) (`_layer`)."""
-        squares = torch.linalg.vecdot(hidden, hidden).unsqueeze_(-1)
-        return hidden * squares.add_(hidden.size(-1) * self.eps).rsqrt_()
+    def _normalized(self, hidden: Tensor, weight: Tensor | None = None) -> Tensor:
+        """RMSNorm of `hidden` [rows, width]. Without `weight` (float32): without its weight
+        and with a factor sqrt(width) left out, x / sqrt(sum(x^2) + width * eps), the products
+        that read it carrying the norm's weight times sqrt(width) (`_layer`). With `weight`
+        (a half type): the module's RMSNorm, statistics in float32, the weight applied in the
+        family's order (`_sandwiched` for Gemma's float32 1 + w)."""
+        if weight is None:
+            squares = torch.linalg.vecdot(hidden, hidden).unsqueeze_(-1)
+            return hidden * squares.add_(hidden.size(-1) * self.eps).rsqrt_()
+        if self.final_in_float32:  # the family multiplies in float32, then rounds
+            return self._sandwiched(hidden, weight)
+        normed = F.rms_norm(hidden.float(), hidden.shape[-1:], None, self.eps)
+        return weight * normed.to(hidden.dtype)
+
+    def _softmax(self, scores: Tensor) -> Tensor:
+        """The attention's softmax over the last dimension, in float32 for a half type and
+        rounded back, as the modules' eager attention computes it."""
+        if scores.dtype == torch.float32:
+            return scores.softmax(dim=-1)
+        return scores.softmax(dim=-1, dtype=torch.float32).to(scores.dtype)
 
     def _rotary(self, positions: Tensor) -> list[tuple[Tensor, Tensor]]:
         """Per rotary table, cos and sin [..., 1, head_dim] at `positions` [..., 1] ([rows, 1]
@@ -539,7 +582,7 @@ class LlamaSteps:
             if scale != 1.0:
                 cos, sin = cos * scale, sin * scale
             sin[..., : freqs.size(-1)].neg_()
-            tables.append((cos, sin))
+            tables.append((cos.to(self.dtype), sin.to(self.dtype)))  # as the modules round them
         return tables
 
 
@@ -602,20 +645,30 @@ def _layer(layer: nn.Module, rows: int, kernels: Kernels) -> _Layer | None:
         return None
     if gate_activation(layer.mlp) != "silu":
         return None
+    norms = (layer.input_layernorm.weight, layer.post_attention_layernorm.weight)
+    if kernels.dtype != torch.float32:  # applied as the modules do, in the stream's type
+        products = _products(layer, rows, kernels, None, None)
+        weights = [norm.detach().to(kernels.dtype) for norm in norms]
+        return (
+            None if products is None else replace(products, norm_in=weights[0], norm_mlp=weights[1])
+        )
     # each RMSNorm's weight, with the sqrt(width) that `LlamaSteps._normalized` leaves out,
     # scales the input columns of the products that read it
-    root = layer.input_layernorm.weight.numel() ** 0.5
-    norm_in = layer.input_layernorm.weight.detach().float() * root
-    norm_post = layer.post_attention_layernorm.weight.detach().float() * root
+    root = norms[0].numel() ** 0.5
+    norm_in, norm_post = (norm.detach().float() * root for norm in norms)
     return _products(layer, rows, kernels, norm_in, norm_post)
 
 
 def _products(
-    layer: nn.Module, rows: int, kernels: Kernels, norm_in: Tensor, norm_mlp: Tensor
+    layer: nn.Module,
+    rows: int,
+    kernels: Kernels,
+    norm_in: Tensor | None,
+    norm_mlp: Tensor | None,
 ) -> _Layer | None:
     """A decoder layer's four fused products, the norm weights `norm_in` (before attention)
-    and `norm_mlp` (before the MLP) folded into the columns of those that read them, or
-    None when a linear layer is not one `merged_weight` reads."""
+    and `norm_mlp` (before the MLP) folded into the columns of those that read them (none:
+    nothing folded), or None when a linear layer is not one `merged_weight` reads."""
     attention, mlp = layer.self_attn, layer.mlp
     qkv = _fused([attention.q_proj, attention.k_proj, attention.v_proj], rows, kernels, norm_in)
     gate_up = _fused([mlp.gate_proj, mlp.up_proj], rows, kernels, norm_mlp)
@@ -689,10 +742,15 @@ def _gemma_layer(
     if not all(type(norm).__name__ in GEMMA_NORMS for norm in norms):
         return None
     root = layer.input_layernorm.weight.numel() ** 0.5
-    norm_in, norm_pre = (_gemma_weight(norm) * root for norm in norms[:2])
-    products = _products(layer, rows, kernels, norm_in, norm_pre)
+    norm_in, norm_pre = (_gemma_weight(norm) for norm in norms[:2])
+    if kernels.dtype == torch.float32:  # folded; in a half type applied as the modules do
+        products = _products(layer, rows, kernels, norm_in * root, norm_pre * root)
+    else:
+        products = _products(layer, rows, kernels, None, None)
     if products is None:
         return None
+    if kernels.dtype != torch.float32:
+        products = replace(products, norm_in=norm_in, norm_mlp=norm_pre)
     heads = attention.q_proj.out_features // attention.head_dim
     kv_heads = attention.k_proj.out_features // attention.head_dim
     qk_norm = torch.cat(
@@ -738,6 +796,7 @@ def _fused(
     weight = weights[0] if len(weights) == 1 else torch.cat(weights, dim=0)
     if input_scale is not None:
         weight = (weight.float() * input_scale.float()).to(weight.dtype)
+    weight = weight.to(kernels.dtype)  # float32 master weights computing in bfloat16: cast once
     if all(bias is None for bias in biases):
         bias = None
     else:
@@ -746,7 +805,7 @@ def _fused(
                 b.detach() if b is not None else w.new_zeros(w.size(0))
                 for w, b in zip(weights, biases, strict=True)
             ]
-        )
+        ).to(kernels.dtype)
     return Product(weight, bias, rows, kernels)
 
 

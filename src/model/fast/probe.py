@@ -29,8 +29,12 @@ from src.utils.errors import ConfigError
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 
-# largest accepted difference, by the network's float type: log-probs and log-softmaxed
-# logits in nats; gradients relative to the largest entry of the plain path's gradient
+# largest accepted difference, by the float type the network computes in: log-probs and
+# log-softmaxed logits in nats (in a half type, logits are compared by the expected
+# difference of a drawn token's log-prob, `log_softmax_difference`); gradients relative to
+# the largest entry of the plain path's gradient. A path whose arithmetic is ordered
+# otherwise than the modules' in a half type (the decoding steps) is held to a tolerance
+# measured on the network instead (`src.model.fast.decoding.decoding_tolerance`)
 TOLERANCE = {torch.float64: 1e-6, torch.float32: 1e-3, torch.bfloat16: 5e-2, torch.float16: 5e-2}
 
 
@@ -48,6 +52,7 @@ class Verdict:
 
 
 _verdicts: dict[tuple[str, str], Verdict] = {}
+_measured: dict[tuple[str, str], float] = {}  # `measured_per_kind`
 
 # a comma-separated list of fast paths to leave out without probing, or `all`
 OFF_VARIABLE = "GRPO_FAST_PATHS_OFF"
@@ -68,17 +73,23 @@ FAST_PATHS = (
 )
 
 
-def proven(path: str, network: nn.Module, check: Callable[[], float]) -> bool:
+def proven(
+    path: str,
+    network: nn.Module,
+    check: Callable[[], float],
+    tolerance: Callable[[], float] | None = None,
+) -> bool:
     """Whether fast path `path` may run on `network`: `check()` (the largest difference
     between the fast and the plain path on the probe input) is run the first time a kind of
-    network asks, and its verdict kept for the process."""
+    network asks, and its verdict kept for the process. `tolerance()`, where given, is the
+    largest difference accepted (`tolerance_of` the network otherwise)."""
     key = (path, network_kind(network))
     if key not in _verdicts:
         if turned_off(path):
             log.info("fast path %s turned off by %s", path, OFF_VARIABLE)
             _verdicts[key] = Verdict(path, key[1], False, float("nan"), 0.0, 0.0, "turned off")
         else:
-            _verdicts[key] = _run(path, key[1], network, check)
+            _verdicts[key] = _run(path, key[1], network, check, tolerance)
     return _verdicts[key].proven
 
 
@@ -114,6 +125,7 @@ def proven_object(
     network: nn.Module,
     build: Callable[[], T | None],
     check: Callable[[T], float],
+    tolerance: Callable[[], float] | None = None,
 ) -> T | None:
     """The fast object of path `path` for `network`, built and checked under the probe's
     guard: `build()` makes it (None where the path does not serve this network), and
@@ -121,7 +133,7 @@ def proven_object(
     of network asks. None where building raises, the check refuses it, or either has done
     so before on this kind of network: the caller then runs the plain path."""
     made = built(path, network, build)
-    if made is None or not proven(path, network, lambda: check(made)):
+    if made is None or not proven(path, network, lambda: check(made), tolerance):
         return None
     return made
 
@@ -170,13 +182,21 @@ def turned_off_names() -> set[str]:
     return names
 
 
-def _run(path: str, kind: str, network: nn.Module, check: Callable[[], float]) -> Verdict:
-    tolerance = tolerance_of(network)
+def _run(
+    path: str,
+    kind: str,
+    network: nn.Module,
+    check: Callable[[], float],
+    tolerance_given: Callable[[], float] | None = None,
+) -> Verdict:
     was_training = network.training
     network.eval()  # no dropout: both paths must see the same network
     start = time.perf_counter()
     error = ""
+    tolerance = tolerance_of(network)
     try:
+        if tolerance_given is not None:
+            tolerance = float(tolerance_given())
         difference = float(check())
     except Exception as exc:  # a fast path that breaks on a new release must not stop a run
         difference, error = float("inf"), f"{type(exc).__name__}: {exc}"
@@ -187,7 +207,7 @@ def _run(path: str, kind: str, network: nn.Module, check: Callable[[], float]) -
     verdict = Verdict(path, kind, ok, difference, tolerance, seconds, error)
     if ok:
         log.info(
-            "fast path %s proven on %s in %.0f ms (largest difference %.1e, tolerance %.0e)",
+            "fast path %s proven on %s in %.0f ms (largest difference %.1e, tolerance %.1e)",
             path,
             kind,
             1000 * seconds,
@@ -195,7 +215,7 @@ def _run(path: str, kind: str, network: nn.Module, check: Callable[[], float]) -
             tolerance,
         )
     else:
-        found = error or f"largest difference {difference:.3g} > tolerance {tolerance:.0e}"
+        found = error or f"largest difference {difference:.3g} > tolerance {tolerance:.2g}"
         log.warning(
             "fast path %s disagrees with the plain modules of %s (%s): the plain path runs "
             "for the rest of this process",
@@ -212,8 +232,19 @@ def verdicts() -> list[Verdict]:
 
 
 def forget_verdicts() -> None:
-    """Drop every verdict, so the next use of each path probes again (tests)."""
+    """Drop every verdict and measurement, so the next use of each path probes again
+    (tests)."""
     _verdicts.clear()
+    _measured.clear()
+
+
+def measured_per_kind(name: str, network: nn.Module, measure: Callable[[], float]) -> float:
+    """`measure()` for this kind of network, taken the first time it is asked for in this
+    process (a tolerance measured on the network, `decoding_tolerance`)."""
+    key = (name, network_kind(network))
+    if key not in _measured:
+        _measured[key] = float(measure())
+    return _measured[key]
 
 
 def network_kind(network: nn.Module) -> str:
@@ -223,17 +254,30 @@ def network_kind(network: nn.Module) -> str:
     config = getattr(base, "config", None)
     shape = "x".join(str(getattr(config, key, "?")) for key in ("hidden_size", "num_hidden_layers"))
     parameter = next(network.parameters(), None)
-    dtype = str(parameter.dtype).removeprefix("torch.") if parameter is not None else "?"
+    dtype = "?"
+    if parameter is not None:  # float32 weights under autocast compute otherwise than half ones
+        stored, computed = parameter.dtype, computed_dtype(network)
+        dtype = str(computed) if stored == computed else f"{stored} computing {computed}"
+        dtype = dtype.replace("torch.", "")
     device = parameter.device.type if parameter is not None else "?"
     lora = "+lora" if hasattr(network, "disable_adapter") else ""
     return f"{type(base).__name__}({shape}, {dtype}, {device}){lora}"
 
 
+def computed_dtype(network: nn.Module) -> torch.dtype:
+    """The float type the network computes in now: autocast's where it is on for the
+    network's device (`src.model.precision.computing`), else that of its first float
+    parameter (float32 for a network without any)."""
+    device = device_of(network).type
+    if torch.is_autocast_enabled(device):
+        return torch.get_autocast_dtype(device)
+    parameter = next((p for p in network.parameters() if p.is_floating_point()), None)
+    return parameter.dtype if parameter is not None else torch.float32
+
+
 def tolerance_of(network: nn.Module) -> float:
     """`TOLERANCE` for the float type the network computes in."""
-    parameter = next((p for p in network.parameters() if p.is_floating_point()), None)
-    dtype = parameter.dtype if parameter is not None else torch.float32
-    return TOLERANCE.get(dtype, TOLERANCE[torch.float32])
+    return TOLERANCE.get(computed_dtype(network), TOLERANCE[torch.float32])
 
 
 def device_of(network: nn.Module) -> torch.device:
@@ -261,15 +305,26 @@ def probe_input(
 
 
 def log_softmax_difference(fast: Tensor, plain: Tensor) -> float:
-    """The largest difference of two logit tensors after log-softmax over the last dimension:
-    what sampling and log-probs read of them."""
+    """How far two logit tensors lie apart after log-softmax over the last dimension: what
+    sampling and log-probs read of them. In float32 and float64, the largest difference of
+    any entry. Under autocast to a half type (`src.model.precision.computing`) the rounding
+    of logits of tokens nobody draws moves their log-probs by a nat or more, so there it is
+    the largest, over positions, of the expected difference of the log-prob of a token drawn
+    from the plain path's distribution, sum_v p(v) |log q(v) - log p(v)| (infinite where
+    either holds a non-finite value that the other does not)."""
     fast_logps = torch.log_softmax(fast.detach().double(), dim=-1)
     plain_logps = torch.log_softmax(plain.detach().double(), dim=-1)
-    return largest_difference(fast_logps, plain_logps)
+    largest = largest_difference(fast_logps, plain_logps)
+    if not torch.is_autocast_enabled(fast.device.type) or not math.isfinite(largest):
+        return largest
+    expected = (plain_logps.exp() * (fast_logps - plain_logps).abs()).nan_to_num_(0.0)
+    return float(expected.sum(dim=-1).max()) if expected.numel() else 0.0
 
 
 def largest_difference(fast: Tensor, plain: Tensor) -> float:
-    """max |fast - plain|; inf when the shapes differ or a value is not finite in one of them."""
+    """max |fast - plain|; inf when the shapes differ, either holds a NaN, their infinities
+    are not the same entries with the same sign, or no value is finite: a path is never
+    proven on output that says nothing (a network that gives NaN in its precision)."""
     if fast.shape != plain.shape:
         return float("inf")
     wide = torch.promote_types(torch.promote_types(fast.dtype, plain.dtype), torch.float32)
@@ -279,9 +334,11 @@ def largest_difference(fast: Tensor, plain: Tensor) -> float:
     largest = float((fast - plain).abs().max())
     if math.isfinite(largest):  # then both are finite everywhere: the common, quick case
         return largest
-    finite = plain.isfinite()
-    if not torch.equal(fast.isfinite(), finite):
+    if bool(fast.isnan().any()) or bool(plain.isnan().any()):
+        return float("inf")
+    finite = plain.isfinite()  # what is left: infinities, as -inf log-probs of masked logits
+    if not torch.equal(fast.isfinite(), finite) or not torch.equal(fast[~finite], plain[~finite]):
         return float("inf")
     if not bool(finite.any()):
-        return 0.0
+        return float("inf")
     return float((fast[finite] - plain[finite]).abs().max())

@@ -39,14 +39,9 @@ class StaticSteps(LlamaSteps):
         self.allowed = torch.zeros(0, dtype=torch.bool)  # [rows, 1, 1, width]: True attends
 
     @staticmethod
-    def serves(weight: Tensor) -> bool:
+    def serves(weight: Tensor, dtype: torch.dtype | None = None) -> bool:
         """Any float type on any device: the path is meant for the GPU's bfloat16 networks."""
         return weight.is_floating_point()
-
-    @property
-    def dtype(self) -> torch.dtype:
-        """The float type the network computes in."""
-        return self.embed.dtype
 
     def prefill(
         self, prompt_ids: Tensor, prompt_mask: Tensor, group_size: int, new_tokens: int
@@ -83,7 +78,7 @@ class StaticSteps(LlamaSteps):
         hidden = self._embedded(tokens)
         rotated_width = (heads + kv_heads) * dim
         for index, layer in enumerate(self.layers):
-            qkv = layer.qkv(self._normalized(hidden))
+            qkv = layer.qkv(self._normalized(hidden, layer.norm_in))
             rotated = self._queries_keys(
                 layer,
                 qkv[:, :rotated_width].view(rows, heads + kv_heads, dim),
@@ -103,20 +98,9 @@ class StaticSteps(LlamaSteps):
             )
             attention = layer.out(attended.reshape(rows, heads * dim))
             hidden = hidden + self._sandwiched(attention, layer.post_attention)
-            gate, up = layer.gate_up(self._normalized(hidden)).chunk(2, dim=1)
+            gate, up = layer.gate_up(self._normalized(hidden, layer.norm_mlp)).chunk(2, dim=1)
             hidden = hidden + self._sandwiched(
                 layer.down(self.activation(gate) * up), layer.post_mlp
             )
         at.add_(1)
         return self._final_norm(hidden)
-
-    def _normalized(self, hidden: Tensor) -> Tensor:
-        """`LlamaSteps._normalized` computed in float32 and rounded once to the network's type,
-        as the network's RMSNorm computes."""
-        if hidden.dtype == torch.float32:
-            return super()._normalized(hidden)
-        return super()._normalized(hidden.float()).to(hidden.dtype)
-
-    def _rotary(self, positions: Tensor) -> list[tuple[Tensor, Tensor]]:
-        """`LlamaSteps._rotary`, computed in float32 and cast to the network's type."""
-        return [(cos.to(self.dtype), sin.to(self.dtype)) for cos, sin in super()._rotary(positions)]

@@ -20,7 +20,7 @@ from tests.helpers.small_llama import SMALL, prompts, small_llama, with_lora
 def decoded(network, steps):
     ids, mask = prompts(SMALL["vocab_size"])
     torch.manual_seed(4)
-    return decode(steps, ids, mask, 2, 6, [1], 0, Sampling(min_new_tokens=6))
+    return decode(steps, ids, mask, 2, 6, [1], 0, Sampling(min_new_tokens=6)).tokens
 
 
 def through_the_chosen_steps(network, caplog):

@@ -59,7 +59,7 @@ def test_replayed_steps_decode_the_modules_tokens():
     runs = []
     for steps in (ModuleSteps(network), CapturedSteps(StaticSteps.of(network, 6))):
         torch.manual_seed(3)
-        runs.append(decode(steps, ids, mask, 3, 20, [1], 0, Sampling(min_new_tokens=20)))
+        runs.append(decode(steps, ids, mask, 3, 20, [1], 0, Sampling(min_new_tokens=20)).tokens)
     assert runs[0].shape == (6, 20)
     assert torch.equal(runs[0], runs[1])
 

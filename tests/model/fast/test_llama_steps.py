@@ -82,15 +82,23 @@ def test_tiny_model_decodes_the_same_tokens_either_way(tiny_lm):
     "build",
     [
         lambda: small_llama().train(),
-        lambda: small_llama().to(torch.bfloat16),
+        lambda: small_llama().to(torch.float16),
         lambda: with_lora(small_llama(), use_dora=True),
         lambda: small_llama(rope_parameters={"rope_type": "linear", "factor": 2.0}),
         lambda: small_llama(hidden_act="gelu"),
     ],
-    ids=["training", "bfloat16", "dora", "scaled-rope", "gelu"],
+    ids=["training", "float16", "dora", "scaled-rope", "gelu"],
 )
 def test_what_the_steps_do_not_serve_goes_through_the_modules(build):
     assert LlamaSteps.of(build(), rows=4) is None
+
+
+def test_float32_weights_computing_in_bfloat16_go_through_the_modules():
+    """Every weight trained: float32 master weights under bfloat16 autocast keep a float32
+    residual stream in the modules, which the steps' products would not."""
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        assert LlamaSteps.of(small_llama(), rows=4) is None
+    assert LlamaSteps.of(small_llama().to(torch.bfloat16), rows=4) is not None
 
 
 def test_sampler_setting_turns_the_steps_off(tiny_lm, monkeypatch):

@@ -321,12 +321,31 @@ def test_the_largest_difference_of_finite_and_not_finite_values():
     inf, nan = float("inf"), float("nan")
     assert largest_difference(torch.tensor([1.0, 2.0]), torch.tensor([1.5, 2.0])) == 0.5
     assert largest_difference(torch.tensor([inf, 2.0]), torch.tensor([inf, 2.25])) == 0.25
-    assert largest_difference(torch.tensor([nan, 1.0]), torch.tensor([nan, 1.0])) == 0.0
+    assert largest_difference(torch.tensor([-inf, 2.0]), torch.tensor([-inf, 2.0])) == 0.0
+    assert largest_difference(torch.tensor([inf, 2.0]), torch.tensor([-inf, 2.0])) == inf
+    assert largest_difference(torch.tensor([nan, 1.0]), torch.tensor([nan, 1.0])) == inf
     assert largest_difference(torch.tensor([nan, 1.0]), torch.tensor([0.0, 1.0])) == inf
     assert largest_difference(torch.tensor([1.0]), torch.tensor([1.0, 1.0])) == inf
-    assert largest_difference(torch.tensor([inf]), torch.tensor([inf])) == 0.0
+    assert largest_difference(torch.tensor([inf]), torch.tensor([inf])) == inf
     half = torch.tensor([1.0, 3.0], dtype=torch.bfloat16)
     assert largest_difference(half, torch.tensor([1.0, 2.0])) == 1.0
+
+
+def test_a_path_is_never_proven_on_nan_output(tiny_lm, caplog):
+    """Both sides NaN everywhere (a network that overflows in its precision) is no agreement:
+    the path is refused with a warning, not proven with a difference of 0."""
+    from src.model.fast import probe
+
+    nan_logits = torch.full((2, 5), float("nan"))
+    probe.forget_verdicts()
+    try:
+        with caplog.at_level("WARNING"):
+            check = lambda: probe.log_softmax_difference(nan_logits, nan_logits.clone())  # noqa: E731
+            assert not probe.proven("static_steps", tiny_lm.network, check)
+        assert "static_steps disagrees" in caplog.text
+        assert probe.standing("static_steps", tiny_lm.network).difference == float("inf")
+    finally:
+        probe.forget_verdicts()
 
 
 def test_proven_object_builds_and_checks_under_one_guard(tiny_lm, caplog):

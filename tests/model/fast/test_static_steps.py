@@ -105,10 +105,10 @@ def test_static_steps_are_probed_and_a_wrong_one_is_turned_away(caplog, monkeypa
     ids, mask = prompts(SMALL["vocab_size"])
     with caplog.at_level(logging.WARNING), decoding_steps(network, 4, static=True) as steps:
         assert not isinstance(steps, StaticSteps)
-        fallback = decode(steps, ids, mask, 2, 6, [1], 0, Sampling(greedy=True))
+        fallback = decode(steps, ids, mask, 2, 6, [1], 0, Sampling(greedy=True)).tokens
     assert not standing("static_steps", network).proven
     assert "fast path static_steps disagrees" in caplog.text
-    modules = decode(ModuleSteps(network), ids, mask, 2, 6, [1], 0, Sampling(greedy=True))
+    modules = decode(ModuleSteps(network), ids, mask, 2, 6, [1], 0, Sampling(greedy=True)).tokens
     assert torch.equal(fallback, modules)
     forget_verdicts()
 
