@@ -240,3 +240,15 @@ def test_a_bfloat16_lora_run_proves_its_passes_and_keeps_what_trains_in_float32(
     written = rollout.completion_mask.bool()
     gap = (logps.detach() - rollout.sampler_logps)[written].abs()
     assert 0 < float(gap.max()) < 0.5  # bfloat16 rounds otherwise in each; never far
+
+
+def test_float32_weights_computing_in_bfloat16_decode_through_the_modules_unpacked():
+    """Every weight trained (float32 master weights under bfloat16 autocast): neither the
+    fused steps nor MKL's packed float32 products, which would leave bfloat16, serve."""
+    network = small_llama()
+    with computing(torch.bfloat16, torch.device("cpu")):
+        with decoding_steps(network, rows=4) as steps:
+            assert not isinstance(steps, LlamaSteps)
+        assert standing("packed_weights", network) is None
+    with decoding_steps(network, rows=4) as steps:  # in float32 both serve again
+        assert isinstance(steps, LlamaSteps)

@@ -74,6 +74,8 @@ def decoding_steps(
         if fixed is not None:
             yield fixed
             return
+    # MKL packs float32 products: under autocast to a half type they would run in float32
+    packed = packed and computed_dtype(network) == torch.float32
     packings = [True, False] if packed and can_pack(rows) and packable(network) else [False]
     if fused:
         for pack in packings:
