@@ -22,6 +22,11 @@ mean reward per step, and the median seconds of each phase of a step: ours' `tim
 function, its per-token log-prob forwards and the backward; `rest` is the step outside them
 (TRL's optimizer step among it). Printed, and written to --out (JSON) and vs_trl.md beside it.
 
+--dtype bfloat16 on the CPU compares at equal precision: ours `model.dtype=bfloat16` (the frozen
+base in bfloat16, every pass under bfloat16 autocast, LoRA weights, log-softmax and optimizer in
+float32), TRL's `bf16=True` (accelerate's bfloat16 autocast over float32 weights, as TRL runs on
+a CPU with bfloat16).
+
 On a GPU (--device cuda) both sides run on one CUDA device with bf16 weights and no autocast
 (ours `hardware=[gpu]`, i.e. Lightning's bf16-true; TRL the model loaded in bf16 with
 bf16=False and its LoRA weights, which peft makes in fp32, cast back to bf16), and each run
@@ -41,7 +46,7 @@ fifth of the steps (steps 80-100 by default), per seed in --seeds.
 
     nice .venv/bin/python benchmarks/vs_trl.py                      # a, b, c; beta 0 and 0.04
     nice .venv/bin/python benchmarks/vs_trl.py --configs a --betas 0.0 --steps 3 --rounds 1
-    nice .venv/bin/python benchmarks/vs_trl.py --configs b --frameworks ours --dtype bfloat16
+    nice .venv/bin/python benchmarks/vs_trl.py --configs b,e --dtype bfloat16   # equal precision
     nice .venv/bin/python benchmarks/vs_trl.py --configs a --steps 20 --compile  # both compiled
     nice .venv/bin/python benchmarks/vs_trl.py --learning [--learning-steps 100] [--seeds 42,43]
     python benchmarks/vs_trl.py --device cuda --betas 0.04 --rounds 2   # a, g, h on one GPU
@@ -216,7 +221,7 @@ def speed_group(
                 "beta": beta,
                 "steps": args.steps,
                 "seed": args.seed,
-                "dtype": args.dtype if framework == "ours" or args.device == "cuda" else "float32",
+                "dtype": args.dtype,  # both sides: TRL with bf16=True on the CPU
                 "device": args.device,
                 "model_folder": str(folder),
                 "overrides": args.ours_override if framework == "ours" else [],

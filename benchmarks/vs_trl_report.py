@@ -9,14 +9,13 @@ from vs_trl_common import SHAPES
 
 
 def label(run: dict[str, Any]) -> str:
-    """`ours`, `TRL`, ours with its dtype where it is not TRL's fp32, `compiled` where the run
-    went through torch.compile."""
+    """`ours` or `TRL`, with the dtype where it is not float32 on the CPU, `compiled` where
+    the run went through torch.compile."""
     compiled = " compiled" if run.get("details", {}).get("compiled") else ""
-    if run["framework"] == "trl":
-        return "TRL" + compiled
+    name = ("TRL" if run["framework"] == "trl" else "ours") + compiled
     if run["dtype"] != "float32" and run.get("device", "cpu") == "cpu":
-        return f"ours{compiled} ({run['dtype']}, not equal precision)"
-    return "ours" + compiled
+        return f"{name} ({run['dtype']})"
+    return name
 
 
 def fmt(value: float | None, digits: int = 3) -> str:
@@ -178,7 +177,11 @@ def device_markdown(groups: list[dict[str, Any]], device: str) -> str:
         f"### GRPO on {where}: ours vs TRL {trl}\n",
         "Same model weights, prompt strings, dense reward, seed and settings; completion length "
         "forced in both; "
-        + ("bf16 weights on both sides, no autocast. " if gpu else "fp32 unless marked. ")
+        + (
+            "bf16 weights on both sides, no autocast. "
+            if gpu
+            else "fp32 unless marked bfloat16 (both sides). "
+        )
         + "Seconds per step: median time between step ends "
         "after the first. Tokens/s: generated completion tokens per step / s per step. Rounds "
         "alternate ours, TRL, each run in a fresh process; ratio: median over rounds of ours/TRL "
@@ -193,7 +196,7 @@ def device_markdown(groups: list[dict[str, Any]], device: str) -> str:
         ours, theirs = summary.get("ours", {}), summary.get("trl", {})
         name = f"({shape.name}) {shape.title}, B {shape.batch} G {shape.group} T {shape.tokens}"
         if settings["dtype"] != "float32" and not gpu:
-            name += f", ours {settings['dtype']} (not equal precision)"
+            name += f", both {settings['dtype']} (ours model.dtype, TRL bf16=True)"
         if settings.get("weights") == "random" and shape.model != "tiny":
             name += ", random weights"
         if settings.get("ours_override"):

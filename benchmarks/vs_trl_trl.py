@@ -104,10 +104,11 @@ def history_of(log_history: list[dict[str, Any]], name: str) -> list[float]:
     return [float(entry[name]) for entry in sorted(entries, key=lambda e: e["step"])]
 
 
-def grpo_config(folder: Path, use_cpu: bool = True, **settings: Any) -> Any:
-    """A GRPOConfig for one process without autocast (the CPU in fp32, or one GPU with the
-    weights as loaded), with nothing saved or reported, one update per rollout of
-    `per_device_train_batch_size` completions, and logging every step."""
+def grpo_config(folder: Path, use_cpu: bool = True, bf16: bool = False, **settings: Any) -> Any:
+    """A GRPOConfig for one process (the CPU in fp32, or with `bf16` under accelerate's
+    bfloat16 autocast; one GPU with the weights as loaded), with nothing saved or reported,
+    one update per rollout of `per_device_train_batch_size` completions, and logging every
+    step."""
     from trl import GRPOConfig
 
     return GRPOConfig(
@@ -116,7 +117,7 @@ def grpo_config(folder: Path, use_cpu: bool = True, **settings: Any) -> Any:
         report_to="none",
         save_strategy="no",
         logging_steps=1,
-        bf16=False,
+        bf16=bf16,
         fp16=False,
         gradient_checkpointing=False,  # TRL's default is True; our models run without it
         gradient_accumulation_steps=1,
@@ -157,6 +158,7 @@ def run_speed(spec: dict[str, Any]) -> RunResult:
     args = grpo_config(
         Path(spec["folder"]) / "trl",
         use_cpu=device == "cpu",
+        bf16=device == "cpu" and spec.get("dtype") == "bfloat16",  # autocast, as TRL runs
         max_steps=steps,
         seed=spec["seed"],
         per_device_train_batch_size=shape.completions,
@@ -205,7 +207,7 @@ def run_speed(spec: dict[str, Any]) -> RunResult:
         shape=shape.name,
         beta=spec["beta"],
         seed=spec["seed"],
-        dtype=str(dtype).removeprefix("torch."),
+        dtype=spec.get("dtype", "float32") if args.bf16 else str(dtype).removeprefix("torch."),
         steps=steps,
         step_ends=ends,
         mean_lengths=history_of(log, "completions/mean_length"),
