@@ -162,13 +162,17 @@ def _contiguous_input(module: nn.Module, args: tuple) -> tuple | None:
 
 
 def check_finite_forward(network: nn.Module, dtype: str, name: str) -> None:
-    """One line naming `model.dtype` when `network`'s forward over a few tokens gives a NaN
-    or an infinite logit in the precision it computes in (float16 activations overflow in
-    some models): refused before anything is trained or sampled, never run on empty
-    completions."""
+    """One line naming `model.dtype` when `network`'s forward over a few tokens (the model's
+    BOS first, where it has one) gives a NaN or an infinite logit in the precision it
+    computes in (float16 activations overflow in some models): refused before anything is
+    trained or sampled, never run on empty completions."""
     parameter = next(network.parameters())
     vocab = network.get_input_embeddings().num_embeddings
-    ids = (torch.arange(8, device=parameter.device) * 7919 % vocab).unsqueeze(0)
+    ids = torch.arange(8, device=parameter.device) * 7919 % vocab
+    bos = getattr(getattr(network, "config", None), "bos_token_id", None)
+    if isinstance(bos, int) and 0 <= bos < vocab:  # what prompts start with (Gemma's
+        ids[0] = bos  # activations on it are the ones that overflow float16)
+    ids = ids.unsqueeze(0)
     was_training = network.training
     network.eval()
     try:

@@ -252,3 +252,14 @@ def test_float32_weights_computing_in_bfloat16_decode_through_the_modules_unpack
         assert standing("packed_weights", network) is None
     with decoding_steps(network, rows=4) as steps:  # in float32 both serve again
         assert isinstance(steps, LlamaSteps)
+
+
+def test_the_finite_check_reads_the_bos_a_prompt_starts_with():
+    """Gemma 3's activations overflow float16 on its BOS only: the check's tokens start
+    with the model's BOS, so a network that fails there alone is refused."""
+    network = small_llama(bos_token_id=3)
+    check_finite_forward(network, "float32", "small")
+    with torch.no_grad():
+        network.get_input_embeddings().weight[3].fill_(float("inf"))
+    with pytest.raises(ConfigError, match="gives NaN or infinite logits"):
+        check_finite_forward(network, "float16", "small")
