@@ -72,11 +72,10 @@ def resolved_dtype(dtype: str, cpuinfo: Path = Path("/proc/cpuinfo")) -> str:
 def native_bfloat16(cpuinfo: Path = Path("/proc/cpuinfo")) -> bool:
     """Whether the processor lists a native bfloat16 unit among its flags."""
     try:
-        text = cpuinfo.read_text()
+        flags = per_machine.first_processor(cpuinfo.read_text()).get("flags", "").split()
     except OSError:
         return False
-    flags = next((line for line in text.splitlines() if line.startswith("flags")), "")
-    return any(flag in flags.split() for flag in NATIVE_BFLOAT16_FLAGS)
+    return any(flag in flags for flag in NATIVE_BFLOAT16_FLAGS)
 
 
 def timed_bfloat16() -> per_machine.Verdict:

@@ -70,16 +70,23 @@ def processor() -> str:
 
 def processor_in(cpuinfo: str) -> str | None:
     """`NAME (family F, model M)` from the first processor's block of a /proc/cpuinfo text."""
+    fields = first_processor(cpuinfo)
+    if "model name" not in fields:
+        return None
+    family, model = fields.get("cpu family", "?"), fields.get("model", "?")
+    return f"{fields['model name']} (family {family}, model {model})"
+
+
+def first_processor(cpuinfo: str) -> dict[str, str]:
+    """The fields of the first processor's block of a /proc/cpuinfo text (`model name`,
+    `cpu family`, `flags`, ...)."""
     fields: dict[str, str] = {}
     for line in cpuinfo.splitlines():
         name, _, value = line.partition(":")
         if not name.strip():  # the first processor's block ends
             break
         fields.setdefault(name.strip(), value.strip())
-    if "model name" not in fields:
-        return None
-    family, model = fields.get("cpu family", "?"), fields.get("model", "?")
-    return f"{fields['model name']} (family {family}, model {model})"
+    return fields
 
 
 def machine_key() -> str:

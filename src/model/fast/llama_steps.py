@@ -645,38 +645,33 @@ def _layer(layer: nn.Module, rows: int, kernels: Kernels) -> _Layer | None:
         return None
     if gate_activation(layer.mlp) != "silu":
         return None
+    # Llama's norms multiply their weight in the stream's type
     norms = (layer.input_layernorm.weight, layer.post_attention_layernorm.weight)
-    if kernels.dtype != torch.float32:  # applied as the modules do, in the stream's type
-        products = _products(layer, rows, kernels, None, None)
-        weights = [norm.detach().to(kernels.dtype) for norm in norms]
-        return (
-            None if products is None else replace(products, norm_in=weights[0], norm_mlp=weights[1])
-        )
-    # each RMSNorm's weight, with the sqrt(width) that `LlamaSteps._normalized` leaves out,
-    # scales the input columns of the products that read it
-    root = norms[0].numel() ** 0.5
-    norm_in, norm_post = (norm.detach().float() * root for norm in norms)
-    return _products(layer, rows, kernels, norm_in, norm_post)
+    return _products(layer, rows, kernels, *(norm.detach().to(kernels.dtype) for norm in norms))
 
 
 def _products(
-    layer: nn.Module,
-    rows: int,
-    kernels: Kernels,
-    norm_in: Tensor | None,
-    norm_mlp: Tensor | None,
+    layer: nn.Module, rows: int, kernels: Kernels, norm_in: Tensor, norm_mlp: Tensor
 ) -> _Layer | None:
-    """A decoder layer's four fused products, the norm weights `norm_in` (before attention)
-    and `norm_mlp` (before the MLP) folded into the columns of those that read them (none:
-    nothing folded), or None when a linear layer is not one `merged_weight` reads."""
+    """A decoder layer's four fused products and the effective weights of its RMSNorms before
+    attention (`norm_in`) and before the MLP (`norm_mlp`), in the type the family applies
+    them in; or None when a linear layer is not one `merged_weight` reads. In float32 each
+    norm's weight, with the sqrt(width) that `LlamaSteps._normalized` leaves out, is folded
+    into the input columns of the products that read it; in a half type the layer keeps the
+    weights, applied as the modules apply them (folding would round the products' weights
+    once more)."""
+    fold = kernels.dtype == torch.float32
+    root = norm_in.numel() ** 0.5
+    scale_in, scale_mlp = (norm.float() * root if fold else None for norm in (norm_in, norm_mlp))
     attention, mlp = layer.self_attn, layer.mlp
-    qkv = _fused([attention.q_proj, attention.k_proj, attention.v_proj], rows, kernels, norm_in)
-    gate_up = _fused([mlp.gate_proj, mlp.up_proj], rows, kernels, norm_mlp)
+    qkv = _fused([attention.q_proj, attention.k_proj, attention.v_proj], rows, kernels, scale_in)
+    gate_up = _fused([mlp.gate_proj, mlp.up_proj], rows, kernels, scale_mlp)
     out = _fused([attention.o_proj], rows, kernels)
     down = _fused([mlp.down_proj], rows, kernels)
     if qkv is None or gate_up is None or out is None or down is None:
         return None
-    return _Layer(qkv=qkv, out=out, gate_up=gate_up, down=down)
+    products = _Layer(qkv=qkv, out=out, gate_up=gate_up, down=down)
+    return products if fold else replace(products, norm_in=norm_in, norm_mlp=norm_mlp)
 
 
 def _gemma_parts(base: nn.Module, rows: int, kernels: Kernels) -> _Parts | None:
@@ -741,16 +736,10 @@ def _gemma_layer(
     )
     if not all(type(norm).__name__ in GEMMA_NORMS for norm in norms):
         return None
-    root = layer.input_layernorm.weight.numel() ** 0.5
-    norm_in, norm_pre = (_gemma_weight(norm) for norm in norms[:2])
-    if kernels.dtype == torch.float32:  # folded; in a half type applied as the modules do
-        products = _products(layer, rows, kernels, norm_in * root, norm_pre * root)
-    else:
-        products = _products(layer, rows, kernels, None, None)
+    # Gemma's norms multiply their 1 + w in float32
+    products = _products(layer, rows, kernels, *(_gemma_weight(norm) for norm in norms[:2]))
     if products is None:
         return None
-    if kernels.dtype != torch.float32:
-        products = replace(products, norm_in=norm_in, norm_mlp=norm_pre)
     heads = attention.q_proj.out_features // attention.head_dim
     kv_heads = attention.k_proj.out_features // attention.head_dim
     qk_norm = torch.cat(
