@@ -30,6 +30,7 @@ def main() -> None:
     parser.add_argument("--tokens", type=int, default=32, help="completion tokens, forced")
     parser.add_argument("--prompt-chars", type=int, default=700, help="characters per prompt")
     parser.add_argument("--repeats", type=int, default=4, help="timed rollouts")
+    parser.add_argument("--dtype", default="float32", help="model.dtype (bfloat16, ...)")
     args = parser.parse_args()
 
     import torch
@@ -40,7 +41,7 @@ def main() -> None:
 
     keep_freed_memory()  # as a training run does (`src.runs.parts`)
     lora = {"r": 16, "lora_alpha": 32, "lora_dropout": 0.0, "target_modules": "all-linear"}
-    lm = load_causal_lm(args.folder, lora=lora, max_prompt_length=512)
+    lm = load_causal_lm(args.folder, dtype=args.dtype, lora=lora, max_prompt_length=512)
     text = (REPO / "src" / "data" / "samples" / "medqa_findings_sample.jsonl").read_text()
     step = 1000
     prompts = [text[step * i : step * i + args.prompt_chars] for i in range(args.prompts)]

@@ -24,14 +24,18 @@ one for the gradient.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import math
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from typing import Any
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-HEAD_CHUNK = 2**25  # logits entries per chunk: 128 MiB in float32
+HEAD_CHUNK = 2**25  # positions per chunk: this many over the vocabulary's size
+# vocabulary entries per block: a chunk's logits a block at a time stay in the cache
+VOCAB_BLOCK = 4096
 
 
 def head_log_probs(
@@ -104,23 +108,20 @@ class HeadLogSoftmax(torch.autograd.Function):
         # only the hidden states want a gradient: compute it now (see the module docstring)
         eager = ctx.needs_input_grad[0] and not any(ctx.needs_input_grad[1:3])
         directions = torch.empty_like(flat) if eager else flat.new_empty(0)
+        head = Head(weight, bias, temperature, product)
         for start in range(0, flat.size(0), positions):
             part = slice(start, start + positions)
-            logits = _logits(flat[part], weight, bias, temperature, product)
-            norm = torch.logsumexp(logits, dim=-1)
-            log_norm[part] = norm
-            logps[part] = logits.gather(-1, picks[part].unsqueeze(-1)).squeeze(-1) - norm
-            if not (with_entropy or eager):
-                continue
-            probs = torch.softmax(logits, dim=-1)  # made once for the entropy and the gradient
-            if with_entropy:
-                entropy[part] = norm - torch.linalg.vecdot(probs, logits)
-            if eager:  # d log p(y) / d z for g = 1: onehot(y) - softmax(z), in place
-                dz = probs.neg_()
-                dz.scatter_add_(-1, picks[part].unsqueeze(-1), torch.ones_like(dz[:, :1]))
+            sums = head.sums(flat[part], picks[part], with_entropy, eager)
+            log_norm[part] = sums.log_norm
+            logps[part] = sums.target - sums.log_norm
+            if with_entropy:  # H = log Z - sum_v softmax(z)_v z_v
+                entropy[part] = sums.log_norm - sums.weighted / sums.total
+            if eager:  # (onehot(y) - softmax(z)) W / T = (W_y - sum_v softmax(z)_v W_v) / T
+                pulled = sums.pulled.div_(sums.total.unsqueeze(-1))
+                direction = weight[picks[part]].float().sub_(pulled)
                 if temperature != 1.0:
-                    dz.div_(temperature)
-                directions[part] = dz.to(weight.dtype) @ weight
+                    direction.div_(temperature)
+                directions[part] = direction
         if eager:
             ctx.save_for_backward(directions)
         else:
@@ -138,29 +139,35 @@ class HeadLogSoftmax(torch.autograd.Function):
             scaled = directions.float() * grad.reshape(-1, 1).float()
             return scaled.to(directions.dtype).view(ctx.shape), *[None] * 7
         hidden, weight, bias, targets, log_norm = ctx.saved_tensors
-        temperature, positions = ctx.temperature, ctx.positions
         wants_hidden, wants_weight, wants_bias = ctx.needs_input_grad[:3]
         flat, picks = hidden.reshape(-1, hidden.size(-1)), targets.reshape(-1)
         grad = grad.reshape(-1).float()
         grad_hidden = torch.empty_like(flat) if wants_hidden else None
         grad_weight = torch.zeros_like(weight, dtype=torch.float32) if wants_weight else None
         grad_bias = torch.zeros_like(bias, dtype=torch.float32) if wants_bias else None
-        for start in range(0, flat.size(0), positions):
-            part = slice(start, start + positions)
-            logits = _logits(flat[part], weight, bias, temperature, ctx.product)
+        head = Head(weight, bias, ctx.temperature, ctx.product)
+        for start in range(0, flat.size(0), ctx.positions):
+            part = slice(start, start + ctx.positions)
+            rows = flat[part]
+            into_hidden = torch.zeros(rows.shape, dtype=torch.float32, device=rows.device)
             g = grad[part].unsqueeze(-1)
-            # d/dz of g * log_softmax(z)[y] = g * (onehot(y) - softmax(z)), then the 1 / T of z
-            dz = torch.sub(logits, log_norm[part].unsqueeze(-1)).exp_().mul_(g.neg())
-            dz.scatter_add_(-1, picks[part].unsqueeze(-1), g)
-            if temperature != 1.0:
-                dz.div_(temperature)
-            if grad_bias is not None:
-                grad_bias += dz.sum(dim=0)
-            dz = dz.to(weight.dtype)  # what the head's own backward would multiply
+            for block, logits in head.blocks(rows):
+                # d/dz of g * log_softmax(z)[y] = g * (onehot(y) - softmax(z)), then the 1 / T;
+                # float32 also from a half type's logits
+                dz = torch.sub(logits, log_norm[part].unsqueeze(-1)).exp_().mul_(g.neg())
+                local, inside = _in_block(picks[part], block)
+                dz.scatter_add_(-1, local, torch.where(inside, g, 0.0))
+                if ctx.temperature != 1.0:
+                    dz.div_(ctx.temperature)
+                if grad_bias is not None:
+                    grad_bias[block] += dz.sum(dim=0)
+                dz = dz.to(weight.dtype)  # what the head's own backward would multiply
+                if grad_hidden is not None:
+                    into_hidden += dz @ weight[block]
+                if grad_weight is not None:
+                    grad_weight[block] += (dz.t() @ rows).float()
             if grad_hidden is not None:
-                grad_hidden[part] = dz @ weight
-            if grad_weight is not None:
-                grad_weight += (dz.t() @ flat[part]).float()
+                grad_hidden[part] = into_hidden
         return (
             None if grad_hidden is None else grad_hidden.view_as(hidden),
             None if grad_weight is None else grad_weight.to(weight.dtype),
@@ -169,13 +176,82 @@ class HeadLogSoftmax(torch.autograd.Function):
         )
 
 
-def _logits(
-    hidden: Tensor,
-    weight: Tensor,
-    bias: Tensor | None,
-    temperature: float,
-    product: Callable[[Tensor, Tensor, Tensor | None], Tensor] = F.linear,
-) -> Tensor:
-    """Float32 logits [n, V] of hidden states [n, H], divided by the temperature."""
-    logits = product(hidden, weight, bias).float()
-    return logits.div_(temperature) if temperature != 1.0 else logits
+@dataclass
+class Sums:
+    """What one pass over the vocabulary's blocks gives for n positions, each sum taken
+    relative to the running largest logit `top` [n] (the online log-sum-exp)."""
+
+    top: Tensor  # [n] the largest logit so far
+    total: Tensor  # [n] sum_v exp(z_v - top)
+    target: Tensor  # [n] z_y, the target's logit
+    weighted: Tensor | None = None  # [n] sum_v exp(z_v - top) z_v (for the entropy)
+    pulled: Tensor | None = None  # [n, H] sum_v exp(z_v - top) W_v (for the gradient)
+
+    @property
+    def log_norm(self) -> Tensor:
+        """log Z = log sum_v exp(z_v) = top + log total."""
+        return self.top + self.total.log()
+
+
+@dataclass(frozen=True)
+class Head:
+    """The vocabulary head: logits z = (h W^T + b) / temperature, made `VOCAB_BLOCK`
+    vocabulary entries at a time, `product` making each block's h W^T + b."""
+
+    weight: Tensor
+    bias: Tensor | None
+    temperature: float
+    product: Callable[[Tensor, Tensor, Tensor | None], Tensor]
+
+    def blocks(self, rows: Tensor) -> Iterator[tuple[slice, Tensor]]:
+        """(vocabulary slice, logits [n, block]) of each block for hidden states [n, H]: the
+        product's own type where the temperature is 1 (a half type is widened where it is
+        used), float32 divided by the temperature elsewhere."""
+        for start in range(0, self.weight.size(0), VOCAB_BLOCK):
+            block = slice(start, start + VOCAB_BLOCK)
+            bias = None if self.bias is None else self.bias[block]
+            logits = self.product(rows, self.weight[block], bias)
+            if self.temperature != 1.0:
+                logits = logits.float().div_(self.temperature)
+            yield block, logits
+
+    def sums(self, rows: Tensor, picks: Tensor, weighted: bool, pulled: bool) -> Sums:
+        """The online log-sum-exp over the blocks for hidden states `rows` [n, H] and their
+        target tokens `picks` [n]: each block's exponentials are taken against the largest
+        logit so far, and what was summed before is rescaled by exp(old top - new top) when
+        a block raises it. With `weighted` also sum_v exp(z_v - top) z_v, with `pulled` also
+        sum_v exp(z_v - top) W_v (each block's exponentials in the weight's type, as the
+        head's own backward multiplies)."""
+        n = rows.size(0)
+        zeros = torch.zeros(n, dtype=torch.float32, device=rows.device)
+        sums = Sums(
+            top=torch.full_like(zeros, -math.inf),
+            total=zeros,
+            target=zeros.clone(),
+            weighted=zeros.clone() if weighted else None,
+            pulled=rows.new_zeros(rows.shape, dtype=torch.float32) if pulled else None,
+        )
+        for block, logits in self.blocks(rows):
+            top = torch.maximum(sums.top, logits.amax(dim=-1).float())
+            rescale = torch.exp(sums.top - top)  # 0 before the first block
+            mass = torch.sub(logits, top.unsqueeze(-1)).exp_()  # float32, also from a half type
+            sums.total.mul_(rescale).add_(mass.sum(dim=-1))
+            if sums.weighted is not None:
+                sums.weighted.mul_(rescale).add_(torch.linalg.vecdot(mass, logits.float()))
+            if sums.pulled is not None:
+                part = mass.to(self.weight.dtype) @ self.weight[block]
+                sums.pulled.mul_(rescale.unsqueeze(-1)).add_(part.float())
+            local, inside = _in_block(picks, block)
+            found = logits.gather(-1, local).squeeze(-1).float()
+            sums.target = torch.where(inside.squeeze(-1), found, sums.target)
+            sums.top = top
+        return sums
+
+
+def _in_block(picks: Tensor, block: slice) -> tuple[Tensor, Tensor]:
+    """Each target's index within the vocabulary block [n, 1] (clamped into it) and whether
+    it lies there [n, 1]."""
+    local = picks - block.start
+    width = block.stop - block.start
+    inside = (local >= 0) & (local < width)
+    return local.clamp(0, width - 1).unsqueeze(-1), inside.unsqueeze(-1)

@@ -58,23 +58,26 @@ def left_padded(rows: list[list[int]], pad_token_id: int) -> tuple[Tensor, Tenso
 
 class Steps(Protocol):
     """Decoding of B prompts with G rows each: `prefill` once, then `step` per new token; or
-    of rows that continue shared prompts: `prefill_rows` once, then `step`."""
+    of rows that continue shared prompts: `prefill_rows` once, then `step`. Logits come in
+    the type the network computes in (float32, or the half type under `model.dtype`): the
+    decoding loop widens them where it needs float32, and a half type's widening costs a
+    copy of the vocabulary per row that the draw does without (`src.rollout.decode`)."""
 
     def prefill(
         self, prompt_ids: Tensor, prompt_mask: Tensor, group_size: int, new_tokens: int
     ) -> Tensor:
         """Read the B left-padded prompts [B, P], rows i*G .. i*G+G-1 continuing prompt i,
-        with room for `new_tokens` more positions. Returns the float32 logits [B, V] of each
+        with room for `new_tokens` more positions. Returns the logits [B, V] of each
         prompt's last position (they predict its first new token)."""
         ...
 
     def prefill_rows(self, contexts: RowContexts, pad_token_id: int, new_tokens: int) -> Tensor:
         """Read each row's context (`RowContexts`), with room for `new_tokens` more positions.
-        Returns the float32 logits [R, V] of each row's last position."""
+        Returns the logits [R, V] of each row's last position."""
         ...
 
     def step(self, tokens: Tensor, positions: Tensor) -> Tensor:
-        """Float32 logits [B * G, V] after `tokens` [B * G] at `positions` [B * G, 1]."""
+        """Logits [B * G, V] after `tokens` [B * G] at `positions` [B * G, 1]."""
         ...
 
 
@@ -114,7 +117,7 @@ class ModuleSteps:
         if self.make_room:
             reserve(self.cache, new_tokens)
         self.mask = prompt_mask.repeat_interleave(group_size, dim=0)
-        return out.logits[:, -1, :].float()
+        return out.logits[:, -1, :]
 
     def prefill_rows(self, contexts: RowContexts, pad_token_id: int, new_tokens: int) -> Tensor:
         return whole_contexts(self, contexts, pad_token_id, new_tokens)
@@ -128,4 +131,4 @@ class ModuleSteps:
             use_cache=True,
             **cache_argument(self.cache),
         )
-        return out.logits[:, -1, :].float()
+        return out.logits[:, -1, :]

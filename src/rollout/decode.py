@@ -83,7 +83,7 @@ def drawn_with_log_probs(
     entries: 256 blocks); a vocabulary of one block or less takes its one cumulative sum. A
     token of probability 0 is never drawn. With `overwrite`, float32
     `scores` are the draw's to overwrite (the decoding loop's own logits): no tensor of their
-    size is made. Also returns each drawn token's log-probability under softmax(scores), in
+    size is made; half-type scores are widened as the exponentials are taken, in one pass. Also returns each drawn token's log-probability under softmax(scores), in
     float32, from the same exponentials and sums: the sampler's own log-probs, which the
     trainer's are compared with (`Drawn.log_probs`)."""
     rows, vocabulary = scores.shape
@@ -91,7 +91,7 @@ def drawn_with_log_probs(
     if overwrite and scores.dtype == torch.float32:
         probs = scores.sub_(highest).exp_()  # the softmax times a constant, in place
     else:
-        probs = torch.sub(scores.float(), highest.float()).exp_()
+        probs = torch.sub(scores, highest.float()).exp_()  # float32, from any float type
     u = torch.rand(rows, 1, dtype=torch.float64, device=scores.device, generator=generator)
     if vocabulary <= DRAW_BLOCK:  # one block: one cumulative sum, nothing padded
         cdf = probs.double().cumsum(dim=-1)
@@ -225,7 +225,9 @@ def drawn_after(
     tokens: list[Tensor] = []
     log_probs: list[Tensor] = []
     for step in range(max_new_tokens):
-        scores = processors(seen, logits)
+        # the processors (temperature, top-k, ...) in float32; the draw widens a half type's
+        # logits as it takes their exponentials
+        scores = processors(seen, logits.float()) if processors else logits
         suppressed = step < sampling.min_new_tokens  # no row can end at this step
         if suppressed:
             scores.index_fill_(1, eos, -float("inf"))

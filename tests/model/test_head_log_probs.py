@@ -1,12 +1,21 @@
-"""Log-probs from hidden states with the head run in chunks: today's full-logits values,
-entropies and gradients within 1e-5 in float32, whatever the chunk."""
+"""Log-probs from hidden states with the head run in chunks of positions and blocks of the
+vocabulary: today's full-logits values, entropies and gradients within 1e-5 in float32,
+whatever the chunk and the block."""
 
 import pytest
 import torch
 import torch.nn.functional as F
 
+from src.model import head_log_probs as module
 from src.model.causal_lm import target_log_probs
 from src.model.head_log_probs import head_log_probs
+
+
+@pytest.fixture(params=[4, 11, 4096], ids=["blocks-of-4", "one-exact-block", "one-block"])
+def vocab_block(request, monkeypatch):
+    """The 11-entry vocabulary of `inputs` in three blocks (the last of 3), or in one."""
+    monkeypatch.setattr(module, "VOCAB_BLOCK", request.param)
+    return request.param
 
 
 def inputs(bias: bool, seed: int = 0):
@@ -22,7 +31,9 @@ def inputs(bias: bool, seed: int = 0):
 @pytest.mark.parametrize("temperature", [1.0, 0.7])
 @pytest.mark.parametrize("bias", [False, True])
 @pytest.mark.parametrize("frozen", [False, True], ids=["trained-head", "frozen-head"])
-def test_chunked_head_gives_the_full_logits_values_and_gradients(chunk, temperature, bias, frozen):
+def test_chunked_head_gives_the_full_logits_values_and_gradients(
+    chunk, temperature, bias, frozen, vocab_block
+):
     """A trained head gets its gradient in the backward; a frozen one (LoRA) has the hidden
     states' gradient made in the forward: both equal the full logits' gradients."""
     hidden, weight, offset, targets = inputs(bias)
@@ -59,7 +70,7 @@ def test_a_frozen_head_gets_no_gradient_and_no_entropy_is_made_unasked():
     assert entropy is None and weight.grad is None and hidden.grad is not None
 
 
-def test_gradcheck_in_float64():
+def test_gradcheck_in_float64(vocab_block):
     generator = torch.Generator().manual_seed(1)
     hidden = torch.randn(2, 3, 4, dtype=torch.float64, generator=generator, requires_grad=True)
     weight = torch.randn(7, 4, dtype=torch.float64, generator=generator, requires_grad=True)
@@ -87,7 +98,7 @@ def test_a_frozen_heads_gradient_made_in_the_forward_scales_with_the_upstream_gr
 
 
 @pytest.mark.parametrize("frozen", [False, True], ids=["trained-head", "frozen-head"])
-def test_masked_positions_are_skipped_and_the_rest_is_unchanged(frozen):
+def test_masked_positions_are_skipped_and_the_rest_is_unchanged(frozen, vocab_block):
     """Padding after a row's end is not scored: log-prob and entropy 0, no gradient there;
     every scored position's value and gradient is the unmasked one's."""
     hidden, weight, offset, targets = inputs(True, seed=1)
@@ -121,3 +132,46 @@ def test_a_mask_of_ones_takes_the_plain_path():
         hidden.detach(), weight.detach(), None, targets, mask=torch.ones(3, 5, dtype=torch.long)
     )
     assert torch.equal(ours, plain)
+
+
+@pytest.mark.parametrize("temperature", [1.0, 0.7])
+def test_a_block_whose_largest_logit_comes_late_rescales_what_was_summed(temperature, monkeypatch):
+    """The online log-sum-exp: logits rising from block to block (each block raises the
+    running largest one), and one far above the rest in the last block, whose exponentials
+    of the earlier blocks underflow to 0 against it: the same log normaliser, log-probs and
+    entropy as one log-softmax over the whole vocabulary."""
+    monkeypatch.setattr(module, "VOCAB_BLOCK", 3)
+    weight = torch.arange(10.0).unsqueeze(-1)  # z_v = v h
+    weight[9] = 200.0
+    hidden = torch.tensor([[[1.0], [0.5], [-1.0]]])
+    targets = torch.tensor([[9, 2, 0]])
+    ours, entropy = head_log_probs(hidden, weight, None, targets, temperature, True)
+    full, full_entropy = target_log_probs(F.linear(hidden, weight), targets, temperature, True)
+    assert torch.isfinite(ours).all() and ours[0, 0] > -1e-6
+    assert (ours - full).abs().max() < 1e-5
+    assert (entropy - full_entropy).abs().max() < 1e-5
+
+
+@pytest.mark.parametrize("frozen", [False, True], ids=["trained-head", "frozen-head"])
+def test_a_bfloat16_head_scores_its_rounded_logits_in_float32(frozen, monkeypatch):
+    """Under a half type the logits are the product's rounded ones, widened: the values and
+    the gradients of the full bfloat16 logits' log-softmax in float32, within bfloat16's
+    rounding of the gradient's products."""
+    monkeypatch.setattr(module, "VOCAB_BLOCK", 16)
+    generator = torch.Generator().manual_seed(3)
+    hidden = torch.randn(2, 6, 32, generator=generator).bfloat16().requires_grad_()
+    weight = torch.randn(50, 32, generator=generator).bfloat16().requires_grad_(not frozen)
+    targets = torch.randint(0, 50, (2, 6), generator=generator)
+    full, full_entropy = target_log_probs(F.linear(hidden, weight), targets, 1.0, True)
+    full.sum().backward()
+    expected = [t.grad.clone() for t in (hidden, weight) if t.grad is not None]
+    hidden.grad = weight.grad = None
+    ours, entropy = head_log_probs(hidden, weight, None, targets, 1.0, True, chunk=100)
+    ours.sum().backward()
+    found = [t.grad for t in (hidden, weight) if t.grad is not None]
+    assert ours.dtype == torch.float32 and len(found) == len(expected) == (1 if frozen else 2)
+    assert (ours - full).abs().max() < 1e-5
+    assert (entropy - full_entropy).abs().max() < 1e-5
+    for mine, theirs in zip(found, expected, strict=True):
+        assert mine.dtype == theirs.dtype == torch.bfloat16
+        assert (mine.float() - theirs.float()).abs().max() < 0.05 * theirs.float().abs().max()

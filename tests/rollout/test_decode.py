@@ -208,3 +208,18 @@ def test_the_two_level_draw_picks_the_one_level_inverse_cdfs_token(blocks: int) 
     assert torch.equal(ours, expected)
     assert not torch.isin(ours, torch.tensor(masked)).any()
     assert len(set((ours // decoding.DRAW_BLOCK).tolist())) == blocks  # every block is reached
+
+
+def test_bfloat16_scores_draw_the_tokens_and_log_probs_of_their_float32_widening() -> None:
+    """The decoding steps hand a half type's logits to the draw unwidened: the same tokens
+    and log-probs as the float32 copy of the same numbers, and the scores are left as they
+    were (only float32 scores are the draw's to overwrite)."""
+    from src.rollout.decode import drawn_with_log_probs
+
+    generator = torch.Generator().manual_seed(5)
+    scores = (torch.randn(64, 3000, generator=generator) * 4).bfloat16()
+    kept = scores.clone()
+    tokens, log_probs = drawn_with_log_probs(scores, torch.Generator().manual_seed(9), True)
+    wide, wide_log_probs = drawn_with_log_probs(scores.float(), torch.Generator().manual_seed(9))
+    assert torch.equal(scores, kept) and log_probs.dtype == torch.float32
+    assert torch.equal(tokens, wide) and torch.equal(log_probs, wide_log_probs)

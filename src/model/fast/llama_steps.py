@@ -258,11 +258,11 @@ class LlamaSteps:
         self, prompt_ids: Tensor, prompt_mask: Tensor, group_size: int, new_tokens: int
     ) -> Tensor:
         """Read the B left-padded prompts [B, P], rows i*G .. i*G+G-1 continuing prompt i,
-        with room for `new_tokens` more positions. Returns the float32 logits [B, V] of each
-        prompt's last position (they predict its first new token)."""
+        with room for `new_tokens` more positions. Returns the logits [B, V] of each prompt's
+        last position (they predict its first new token)."""
         return self.lm_head.any(
             self._prompt_hidden(prompt_ids, prompt_mask, group_size, new_tokens)
-        ).float()
+        )
 
     @torch.inference_mode()
     def _prompt_hidden(
@@ -354,7 +354,7 @@ class LlamaSteps:
     ) -> Tensor:
         """`prefill_rows` through `src.model.fast.continued_prefill`, unprobed (the probe
         runs it)."""
-        return self.lm_head.any(self._continued_hidden(contexts, pad_token_id, new_tokens)).float()
+        return self.lm_head.any(self._continued_hidden(contexts, pad_token_id, new_tokens))
 
     @torch.inference_mode()
     def _continued_hidden(
@@ -396,10 +396,10 @@ class LlamaSteps:
         return self._final_norm(hidden[:, -1])
 
     def step(self, tokens: Tensor, positions: Tensor) -> Tensor:
-        """Float32 logits [rows, V] after `tokens` [rows] at `positions` [rows, 1]."""
+        """Logits [rows, V] after `tokens` [rows] at `positions` [rows, 1]."""
         # the last product runs outside inference mode, so the logits are a normal tensor
         # the caller may change in place
-        return self.lm_head(self._last_hidden(tokens, positions)).float()
+        return self.lm_head(self._last_hidden(tokens, positions))
 
     @torch.inference_mode()
     def _last_hidden(self, tokens: Tensor, positions: Tensor) -> Tensor:
