@@ -28,7 +28,6 @@ from src.model.fast.chunked_head import (
     hidden_forward,
     plain_head,
 )
-from src.model.fast.grouped_attention import use_grouped_attention
 from src.model.fast.lean_layers import lean_layers
 from src.model.fast.onednn import onednn_linears
 from src.model.fast.probe import device_of, proven
@@ -322,9 +321,7 @@ class CausalLM(nn.Module):
     @contextlib.contextmanager
     def _lean(self, tokens: int | None = None) -> Iterator[int]:
         """The log-prob forwards' precision and fast paths: the products in `compute_dtype`
-        (`computing`); the attention sharing grouped key/value heads in the kernel on the CPU
-        (`grouped_attention`, kept on the network once proven; not under `torch.compile`);
-        `lean_layers` over the network when `lean_activations` is on (the block
+        (`computing`); `lean_layers` over the network when `lean_activations` is on (the block
         yields how many modules it switched), and the float32 linear layers' products through
         oneDNN where that is faster here at the rows of a pass of `tokens` tokens and proven;
         neither under activation checkpointing, whose recomputation in backward runs outside
@@ -332,16 +329,12 @@ class CausalLM(nn.Module):
         half type."""
         plain = checkpointed(self.network)
         routed = not plain and self._compiled_forward is None
-        with computing(self.compute_dtype, device_of(self.network), self.network):
-            if self._compiled_forward is None:  # probed in the precision the passes run in
-                use_grouped_attention(self.network)
-            with (
-                lean_layers(self.network, self.lean_activations and not plain) as switched,
-                onednn_linears(
-                    self.network, routed and self.compute_dtype == torch.float32, tokens
-                ),
-            ):
-                yield switched
+        with (
+            computing(self.compute_dtype, device_of(self.network), self.network),
+            lean_layers(self.network, self.lean_activations and not plain) as switched,
+            onednn_linears(self.network, routed and self.compute_dtype == torch.float32, tokens),
+        ):
+            yield switched
 
     def _keep_logits(self, count: int) -> dict[str, int]:
         """`logits_to_keep` for a forward that needs only the last `count` positions' logits,
