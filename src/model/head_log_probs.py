@@ -6,9 +6,12 @@ For N completions of T tokens the logits are N x T x V numbers: at SmolLM2's 49,
 vocabulary and 64 x 128 tokens, 0.8 GB in bfloat16 and 1.6 GB in float32, held from the
 forward to the backward and made again as their gradient. `HeadLogSoftmax` keeps only the
 hidden states [N, T, H] (which the head's own backward keeps anyway) and the log normaliser
-[N, T]. Its forward projects one chunk of positions, takes log_softmax at the targets in
-float32 and drops the chunk; its backward projects the chunk again and turns the gradient of
-the log-probs into those of the hidden states and of the head's weight (and bias) directly.
+[N, T]. Its forward projects one chunk of positions `VOCAB_BLOCK` vocabulary entries at a
+time and takes the log normaliser over the blocks as an online log-sum-exp in float32 (each
+block's exponentials against the largest logit so far, what was summed before rescaled when
+a block raises it), so a block's logits stay in the cache; its backward projects the chunk
+again, block by block, and turns the gradient of the log-probs into those of the hidden
+states and of the head's weight (and bias) directly.
 The price is the head's product run a second time in the backward. docs/objective.md states
 the formulas: d log p(y) / d z = onehot(y) - softmax(z), over the logits z = h W^T + b
 divided by the temperature.
@@ -16,9 +19,9 @@ divided by the temperature.
 Where only the hidden states want a gradient (LoRA or any frozen head: the common case), that
 price is not paid. The gradient of a position's log-prob with respect to its hidden state,
 (onehot(y) - softmax(z)) W / temperature, does not depend on the upstream gradient g (one
-number per position, which only scales it), so the forward computes it per chunk while the
-chunk's logits exist and keeps it [N, T, H] in place of the hidden states; the backward is
-then g times it. The head's products are those of the full-logits path: one in the forward,
+number per position, which only scales it), so the forward computes it per chunk, summing
+exp(z_v - max) W_v over the blocks beside the normaliser, and keeps it [N, T, H] in place of
+the hidden states; the backward is then g times it. The head's products are those of the full-logits path: one in the forward,
 one for the gradient.
 """
 
@@ -51,9 +54,11 @@ def head_log_probs(
 ) -> tuple[Tensor, Tensor | None]:
     """Float32 log-probs [N, T] of `targets` [N, T] under the logits (hidden [N, T, H] @
     weight[V, H]^T + bias) / temperature, and the entropy of each position's distribution
-    when asked (without gradient). At most `chunk` (default `HEAD_CHUNK`) logits entries
-    exist at a time. `product` makes the logits of a chunk, F.linear's arithmetic (the
-    head's own, through oneDNN where it is routed there: `src.model.fast.chunked_head`).
+    when asked (without gradient). The positions run `chunk` (default `HEAD_CHUNK`) over V
+    at a time, each chunk over `VOCAB_BLOCK` vocabulary entries at a time: at most that many
+    logits per position exist at once. `product` makes the logits of a block, F.linear's
+    arithmetic (the head's own, through oneDNN where it is routed there:
+    `src.model.fast.chunked_head`).
 
     `mask` [N, T] (1 on the positions scored) skips the others: the padding after a short
     completion, which every loss masks out. Their log-prob and entropy are 0 and their hidden
