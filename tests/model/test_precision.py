@@ -10,8 +10,10 @@ import pytest
 import torch
 
 from src.model import precision
-from src.model.fast import decoding, llama_steps
-from src.model.fast.decoding import HALF_FACTOR, HALF_FLOOR, decoding_steps, decoding_tolerance
+from src.model.fast import decoding, half_rounding, llama_steps
+from src.model.fast.continued_prefill import continued_tolerance
+from src.model.fast.decoding import decoding_steps, decoding_tolerance
+from src.model.fast.half_rounding import FLOAT32_FACTOR, HALF_FACTOR, HALF_FLOOR
 from src.model.fast.llama_steps import LlamaSteps
 from src.model.fast.probe import forget_verdicts, standing
 from src.model.precision import (
@@ -153,18 +155,49 @@ def test_bfloat16_fused_steps_are_proven_against_the_bfloat16_modules(family):
 
 
 def test_the_decoding_tolerance_in_a_half_type_is_measured_on_the_modules(monkeypatch):
-    """HALF_FACTOR times what the modules' own cached decoding differs from their forward
-    by, at least HALF_FLOOR; none in float32 (the probe's fixed tolerance)."""
+    """The largest of HALF_FACTOR times what the modules' own cached decoding differs from
+    their forward by, FLOAT32_FACTOR times what the half type moves their forward from
+    float32's, and HALF_FLOOR; none in float32 (the probe's fixed tolerance)."""
     network = half_network("llama")
     assert decoding_tolerance(small_llama(), rows=4) is None
-    monkeypatch.setattr(decoding, "teacher_forced_difference", lambda *a: 0.05)
-    with computing(torch.bfloat16, torch.device("cpu")):
-        tolerance = decoding_tolerance(network, rows=4)
-        assert tolerance is not None and tolerance() == pytest.approx(HALF_FACTOR * 0.05)
-    forget_verdicts()
-    monkeypatch.setattr(decoding, "teacher_forced_difference", lambda *a: 0.0)
-    with computing(torch.bfloat16, torch.device("cpu")):
-        assert decoding_tolerance(network, rows=4)() == HALF_FLOOR
+    cases = [  # (own reordering, float32's distance, tolerance)
+        (0.05, 0.01, HALF_FACTOR * 0.05),
+        (0.0, 0.1, FLOAT32_FACTOR * 0.1),  # the modules agree with themselves: float32 rules
+        (0.0, 0.0, HALF_FLOOR),
+    ]
+    for own, wide, expected in cases:
+        forget_verdicts()
+        monkeypatch.setattr(decoding, "teacher_forced_difference", lambda *a, v=own: v)
+        monkeypatch.setattr(decoding, "float32_rounding", lambda *a, v=wide: v)
+        with computing(torch.bfloat16, torch.device("cpu")):
+            tolerance = decoding_tolerance(network, rows=4)
+            assert tolerance is not None and tolerance() == pytest.approx(expected)
+
+
+def test_the_float32_yardstick_measures_the_half_types_rounding_on_the_same_weights(caplog):
+    """In bfloat16 the forward moves from its float32 values by more than nothing and far less
+    than a nat; computing in float32 it does not move; weights too large to widen give no
+    yardstick (0.0), said in one line."""
+    network = half_network("gemma")
+    forward, compared = decoding.plain_probe(network, rows=4)
+    with computing(torch.bfloat16, torch.device("cpu"), network):
+        moved = half_rounding.float32_rounding(network, forward, compared)
+    assert 0.0 < moved < 0.5
+    assert half_rounding.float32_rounding(small_llama(), forward, compared) == 0.0
+    with caplog.at_level(logging.INFO), pytest.MonkeyPatch.context() as patch:
+        patch.setattr(half_rounding, "WIDENED_LIMIT", 0)
+        with computing(torch.bfloat16, torch.device("cpu"), network):
+            assert half_rounding.float32_rounding(network, forward, compared) == 0.0
+    assert "No float32 yardstick" in caplog.text
+
+
+def test_the_continued_prefill_tolerance_is_measured_in_a_half_type_only():
+    network = half_network("gemma")
+    assert continued_tolerance(lambda rows: None, small_gemma()) is None
+    with computing(torch.bfloat16, torch.device("cpu"), network):
+        steps = LlamaSteps.of(network, 4, False)
+        tolerance = continued_tolerance(steps.remade, network)
+        assert tolerance is not None and tolerance() >= HALF_FLOOR
 
 
 @pytest.mark.parametrize("part", ["post_mlp", "norm_in"])

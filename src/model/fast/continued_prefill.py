@@ -23,12 +23,19 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 import torch
 from torch import Tensor, nn
 
-from src.model.fast.probe import device_of, log_softmax_difference
+from src.model.fast.half_rounding import FLOAT32_FACTOR, HALF_FLOOR, float32_rounding
+from src.model.fast.probe import (
+    computed_dtype,
+    device_of,
+    log_softmax_difference,
+    measured_per_kind,
+)
 from src.model.positions import position_ids
 from src.model.steps import RowContexts
 
@@ -112,20 +119,57 @@ def continued_difference(remade: Callable[[int], Any], network: nn.Module) -> fl
     steps = remade(3)
     if steps is None:
         return float("inf")
-    windows = [layer.window for layer in steps.layers if layer.window is not None]
-    contexts, fed = probe_contexts(network, max([6, *(w + 4 for w in windows)]))
+    contexts, fed = probe_contexts(network, probe_length(steps))
     pad = 0
-    ids, mask = contexts.full(pad)
+    _, mask = contexts.full(pad)
     position = mask.sum(dim=1, keepdim=True)
     fast = [steps.continued_prefill(contexts, pad, fed.size(1))]
     for k in range(fed.size(1) - 1):
         fast.append(steps.step(fed[:, k], position + k))
-    whole_mask = torch.cat([mask, mask.new_ones(mask.size(0), fed.size(1) - 1)], dim=1)
-    plain = network(
-        input_ids=torch.cat([ids, fed[:, :-1]], dim=1),
-        attention_mask=whole_mask,
-        position_ids=position_ids(whole_mask),
-        use_cache=False,
-        logits_to_keep=fed.size(1),  # the positions compared: not a vocabulary per position
-    ).logits[:, -fed.size(1) :]
+    plain = network(**whole_forward(contexts, fed)).logits[:, -fed.size(1) :]
     return log_softmax_difference(torch.stack(fast, dim=1), plain)
+
+
+def continued_tolerance(
+    remade: Callable[[int], Any], network: nn.Module
+) -> Callable[[], float] | None:
+    """The tolerance of `continued_prefill` on `network`: None (the probe's `TOLERANCE`) in
+    float32 and float64; in a half type `FLOAT32_FACTOR` times what the half type's
+    arithmetic moves the probe's whole sequences from float32's (`float32_rounding`: they
+    are longer than the decoding probe's, and rounding grows with them), at least
+    `HALF_FLOOR`, measured once per kind of network."""
+    if computed_dtype(network) not in (torch.bfloat16, torch.float16):
+        return None
+
+    def measured() -> float:
+        steps = remade(3)
+        if steps is None:
+            return HALF_FLOOR
+        contexts, fed = probe_contexts(network, probe_length(steps))
+        wide = partial(float32_rounding, network, whole_forward(contexts, fed), fed.size(1))
+        rounding = measured_per_kind("continued_float32_rounding", network, wide)
+        return max(HALF_FLOOR, FLOAT32_FACTOR * rounding)
+
+    return measured
+
+
+def probe_length(steps: Any) -> int:
+    """The probe prompts' length for `steps`: 4 tokens past the longest sliding window, at
+    least 6."""
+    windows = [layer.window for layer in steps.layers if layer.window is not None]
+    return max([6, *(w + 4 for w in windows)])
+
+
+def whole_forward(contexts: RowContexts, fed: Tensor) -> dict[str, Any]:
+    """The arguments of the plain forward the continued prefill is compared with: each probe
+    row's whole context and the tokens fed back but the last, without a cache, its logits
+    kept for the fed positions only (not a vocabulary per position)."""
+    ids, mask = contexts.full(0)
+    whole_mask = torch.cat([mask, mask.new_ones(mask.size(0), fed.size(1) - 1)], dim=1)
+    return {
+        "input_ids": torch.cat([ids, fed[:, :-1]], dim=1),
+        "attention_mask": whole_mask,
+        "position_ids": position_ids(whole_mask),
+        "use_cache": False,
+        "logits_to_keep": fed.size(1),
+    }

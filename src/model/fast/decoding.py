@@ -23,9 +23,10 @@ from functools import partial
 
 import torch
 import torch.nn.functional as F
-from torch import nn
+from torch import Tensor, nn
 
 from src.model.fast.captured_steps import CapturedSteps
+from src.model.fast.half_rounding import FLOAT32_FACTOR, HALF_FACTOR, HALF_FLOOR, float32_rounding
 from src.model.fast.llama_steps import LlamaSteps, Product
 from src.model.fast.packed import can_pack, packable, packed_linears
 from src.model.fast.probe import (
@@ -161,29 +162,51 @@ def packed_difference(products: list[Product], rows: int) -> float:
     return largest
 
 
-# in a half type, a decoding path may differ from the modules' forward by this many times what
-# the modules' own cached decoding differs from it by, and by `HALF_FLOOR` at the least
-HALF_FACTOR = 4.0
-HALF_FLOOR = 0.02
-
-
 def decoding_tolerance(network: nn.Module, rows: int) -> Callable[[], float] | None:
     """The tolerance of the decoding paths on `network`: None (the probe's `TOLERANCE`) in
-    float32 and float64; in a half type, `HALF_FACTOR` times the difference between the
-    modules' own cached decoding and their forward over the same sequences (the same
-    arithmetic in another order: what the half type's rounding alone moves), at least
-    `HALF_FLOOR`, measured once per kind of network. A fixed tolerance could not serve both
-    a small network, whose rounding moves its log-probs by thousandths and a wrong step by
-    tenths, and Gemma 3 270M, whose rounding moves them by tenths."""
+    float32 and float64; in a half type the largest of `HALF_FACTOR` times what the modules'
+    own cached decoding differs from their forward over the probe sequences, `FLOAT32_FACTOR`
+    times what the half type's arithmetic moves that forward from float32's
+    (`float32_rounding`), and `HALF_FLOOR`, measured once per kind of network. A fixed
+    tolerance could not serve both a small network, whose rounding moves its log-probs by
+    thousandths and a wrong step by tenths, and Gemma 3 270M, whose rounding moves them by
+    tenths; nor can the modules' own reordering alone, which may move nothing at all."""
     if computed_dtype(network) not in (torch.bfloat16, torch.float16):
         return None
 
     def measured() -> float:
         modules = ModuleSteps(network, keeps_few_logits=False, make_room=False)
         own = partial(teacher_forced_difference, network, modules, rows)
-        return max(HALF_FLOOR, HALF_FACTOR * measured_per_kind("half_rounding", network, own))
+        forward, compared = plain_probe(network, rows)
+        wide = partial(float32_rounding, network, forward, compared)
+        return max(
+            HALF_FLOOR,
+            HALF_FACTOR * measured_per_kind("half_rounding", network, own),
+            FLOAT32_FACTOR * measured_per_kind("float32_rounding", network, wide),
+        )
 
     return measured
+
+
+def plain_probe(network: nn.Module, rows: int) -> tuple[dict[str, Tensor], int]:
+    """The forward that the decoding of the probe batch over `rows` rows is compared with: the
+    whole sequences of its first and last row, without a cache (the arguments), and how many
+    positions at their end are compared."""
+    prompts = 2 if rows % 2 == 0 else 1
+    group_size = rows // prompts
+    prompt_ids, prompt_mask, fed = probe_input(network, prompts, group_size)
+    count = fed.size(1)
+    picked = sorted({0, rows - 1})  # the first row of the first prompt, the last of the last
+    mask = prompt_mask.repeat_interleave(group_size, dim=0)[picked]
+    mask = torch.cat([mask, mask.new_ones(len(picked), count - 1)], dim=1)
+    prompt_rows = prompt_ids.repeat_interleave(group_size, dim=0)[picked]
+    forward = {
+        "input_ids": torch.cat([prompt_rows, fed[picked, :-1]], dim=1),
+        "attention_mask": mask,
+        "position_ids": position_ids(mask),
+        "use_cache": False,
+    }
+    return forward, count
 
 
 @torch.no_grad()
@@ -191,7 +214,7 @@ def teacher_forced_difference(network: nn.Module, steps: Steps, rows: int) -> fl
     """The largest difference, after log-softmax, between the logits of a probe batch
     decoded through `steps` (over `rows` rows, what they were built for) for three steps, the
     probe's tokens fed back, and those of one forward of the network over the same sequences
-    without a cache, for the first and the last row."""
+    without a cache (`plain_probe`), for the first and the last row."""
     prompts = 2 if rows % 2 == 0 else 1
     group_size = rows // prompts
     prompt_ids, prompt_mask, fed = probe_input(network, prompts, group_size)
@@ -202,13 +225,7 @@ def teacher_forced_difference(network: nn.Module, steps: Steps, rows: int) -> fl
     fast = [first.repeat_interleave(group_size, dim=0)]
     for k in range(count - 1):
         fast.append(steps.step(fed[:, k], position + k))
-    picked = sorted({0, rows - 1})  # the first row of the first prompt, the last of the last
-    picked_mask = torch.cat([mask[picked], mask.new_ones(len(picked), count - 1)], dim=1)
-    prompt_rows = prompt_ids.repeat_interleave(group_size, dim=0)[picked]
-    plain = network(
-        input_ids=torch.cat([prompt_rows, fed[picked, :-1]], dim=1),
-        attention_mask=picked_mask,
-        position_ids=position_ids(picked_mask),
-        use_cache=False,
-    ).logits[:, -count:]
+    forward, compared = plain_probe(network, rows)
+    plain = network(**forward).logits[:, -compared:]
+    picked = sorted({0, rows - 1})
     return log_softmax_difference(torch.stack(fast, dim=1)[picked], plain)

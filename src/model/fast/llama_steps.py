@@ -47,7 +47,11 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from src.model.fast import onednn
-from src.model.fast.continued_prefill import ContinuedLayout, continued_difference
+from src.model.fast.continued_prefill import (
+    ContinuedLayout,
+    continued_difference,
+    continued_tolerance,
+)
 from src.model.fast.lean_layers import GEMMA_NORMS, LEAN_NORMS, gate_activation
 from src.model.fast.packed import (
     can_pack,
@@ -345,7 +349,8 @@ class LlamaSteps:
         this network; otherwise every row's whole context (`whole_contexts`). Returns the
         float32 logits [R, V] of each row's last position."""
         check = partial(continued_difference, self.remade, self.network)
-        if not proven("continued_prefill", self.network, check):
+        tolerance = continued_tolerance(self.remade, self.network)
+        if not proven("continued_prefill", self.network, check, tolerance):
             return whole_contexts(self, contexts, pad_token_id, new_tokens)
         return self.continued_prefill(contexts, pad_token_id, new_tokens)
 

@@ -34,7 +34,7 @@ T = TypeVar("T")
 # difference of a drawn token's log-prob, `log_softmax_difference`); gradients relative to
 # the largest entry of the plain path's gradient. A path whose arithmetic is ordered
 # otherwise than the modules' in a half type (the decoding steps) is held to a tolerance
-# measured on the network instead (`src.model.fast.decoding.decoding_tolerance`)
+# measured on the network instead (`src.model.fast.half_rounding`)
 TOLERANCE = {torch.float64: 1e-6, torch.float32: 1e-3, torch.bfloat16: 5e-2, torch.float16: 5e-2}
 
 

@@ -1,0 +1,61 @@
+"""How far a half type's own arithmetic moves a network's log-probs: the yardstick of the
+tolerance of the paths that order half-type arithmetic otherwise than the modules (the
+decoding steps, the continued prefill).
+
+Two orderings of the same bfloat16 arithmetic may happen to agree (Gemma 3 270M's cached
+decoding can equal its forward to the last bit) while a correct fused step differs from both
+by a tenth of a nat; a tolerance taken only from such a pair is then too tight by an order of
+magnitude and refuses a correct path. The half type's distance from float32 arithmetic over
+the same weights does not vanish that way: a correct path and the modules each lie about that
+far from the float32 values, so they lie at most about twice that far from each other
+(`FLOAT32_FACTOR`). docs/reliability.md states the rule.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import torch
+from torch import Tensor, nn
+
+from src.model.fast.probe import log_softmax_difference
+
+log = logging.getLogger(__name__)
+
+# a path may differ from the modules by this many times what the modules' own reordered
+# arithmetic moves (their cached decoding against their forward) ...
+HALF_FACTOR = 4.0
+# ... or by this many times what the half type's arithmetic moves from float32's
+FLOAT32_FACTOR = 2.0
+# and always by this much (the tests' small networks, whose rounding moves thousandths)
+HALF_FLOOR = 0.02
+# float32 copies of the weights larger than this are not made for the yardstick
+WIDENED_LIMIT = 4 * 2**30
+
+
+@torch.no_grad()
+def float32_rounding(network: nn.Module, forward: dict[str, Tensor], compared: int) -> float:
+    """The difference (`log_softmax_difference`) at the last `compared` positions between
+    the network's forward over `forward` in the type it computes in now (under autocast) and
+    the same forward in float32 over the same weights widened, autocast off. 0.0, said in one
+    INFO line, where the widened weights would pass `WIDENED_LIMIT` bytes or the float32
+    forward raises (a quantized network): the yardstick is then the modules' own."""
+    tensors = [*network.named_parameters(), *network.named_buffers()]
+    floating = {name: t for name, t in tensors if t.is_floating_point()}
+    size = 4 * sum(t.numel() for t in floating.values())
+    if size > WIDENED_LIMIT:
+        log.info(
+            "No float32 yardstick for the half-type paths: %.1f GiB of float32 weights",
+            size / 2**30,
+        )
+        return 0.0
+    half = network(**forward).logits[:, -compared:]
+    widened = {name: t.float() for name, t in floating.items()}
+    device = half.device.type
+    try:
+        with torch.autocast(device, enabled=False):
+            full = torch.func.functional_call(network, widened, args=(), kwargs=forward)
+    except Exception as exc:  # a network that cannot run widened keeps the other yardstick
+        log.info("No float32 yardstick for the half-type paths (%s: %s)", type(exc).__name__, exc)
+        return 0.0
+    return log_softmax_difference(half, full.logits[:, -compared:])
