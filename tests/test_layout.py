@@ -178,3 +178,40 @@ def test_an_experiment_is_at_most_two_files_above_its_task(tmp_path):
     }.items():
         (tmp_path / f"{name}.yaml").write_text(text)
     assert [experiment_depth(name, tmp_path) for name in "abc"] == [1, 2, 3]  # c is caught
+
+
+MAX_PARAMETERS = 8  # a function taking more takes a settings object instead
+MAX_LINES = 80  # a function longer is split into named steps
+
+
+def parameter_count(function: ast.FunctionDef | ast.AsyncFunctionDef) -> int:
+    """Its parameters, `self` and `cls` left out, `*args` and `**keys` counted once each."""
+    arguments = function.args
+    names = [*arguments.posonlyargs, *arguments.args, *arguments.kwonlyargs]
+    count = len(names) + (arguments.vararg is not None) + (arguments.kwarg is not None)
+    return count - (bool(names) and names[0].arg in ("self", "cls"))
+
+
+def oversized(source: str, name: str) -> list[str]:
+    """The functions of `source` over `MAX_PARAMETERS` parameters or `MAX_LINES` lines."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            lines = node.end_lineno - node.lineno + 1
+            if parameter_count(node) > MAX_PARAMETERS or lines > MAX_LINES:
+                found.append(f"{name}:{node.lineno} {node.name}")
+    return found
+
+
+def test_no_function_takes_more_than_8_parameters_or_runs_over_80_lines():
+    found = [
+        entry
+        for path in sorted(SRC.rglob("*.py"))
+        for entry in oversized(path.read_text(), str(path.relative_to(PROJECT_ROOT)))
+    ]
+    assert found == []
+    nine = "def f(self, a, b, c, d, e, f, g, h, i):\n    pass\n"
+    eight = "def f(self, a, b, c, d, e, f, g, *rest):\n    pass\n"
+    long = "def f():\n" + "    x = 1\n" * 80
+    assert oversized(nine, "x") == ["x:1 f"] and oversized(eight, "x") == []
+    assert oversized(long, "x") == ["x:1 f"]

@@ -3,12 +3,11 @@ code unless asked, checkpoints read as data only, no shell, the UI on localhost.
 
 from __future__ import annotations
 
-import inspect
 import re
 
 import pytest
 
-from src.model.causal_lm import load_causal_lm
+from src.model.model_settings import ModelSettings
 from src.utils.compose import compose_train_config
 from src.utils.resolvers import PROJECT_ROOT
 
@@ -21,7 +20,7 @@ def test_no_model_runs_code_from_its_folder_unless_configured(model):
     cfg = compose_train_config([f"model={model}"])
     # models read by our own code (the char model: weights only) have no such setting
     assert cfg.model.get("trust_remote_code", False) is False
-    default = inspect.signature(load_causal_lm).parameters["trust_remote_code"].default
+    default = ModelSettings().trust_remote_code
     assert default is False
 
 

@@ -11,6 +11,7 @@ import lightning as L
 import torch
 from torch.utils.data import DataLoader, Dataset, Sampler
 
+from src.data.data_settings import DataSettings
 from src.data.files import DataFileError, read_rows, require_fields
 from src.data.mcq import blank, clean_rows, is_mcq_row, shuffle_options
 from src.utils.distributed import rank, world_size
@@ -208,59 +209,33 @@ class PromptDataModule(L.LightningDataModule):
     def __init__(
         self,
         source: Callable[[], Any] | None = None,
-        path: str | None = None,
-        val_path: str | None = None,
-        required_fields: list[str] = ("question", "answer"),
         schema: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
-        val_size: int = 256,
-        max_val_rows: int | None = None,
-        batch_size: int = 16,
-        eval_batch_size: int = 64,
-        num_batches: int | None = 1000,
-        seed: int = 0,
-        rounds_per_step: int = 1,
-        shuffle_options: bool = False,
-        oracle_share: float = 0.0,
-        unseen: dict[str, Any] | None = None,
+        **keys: Any,
     ) -> None:
+        """`keys`: the `data.*` keys, read into `self.settings` (`DataSettings`, checked
+        there); `source` and `schema` are the built parts the config names."""
         super().__init__()
-        if not 0.0 <= oracle_share <= 1.0:
-            raise ConfigError(
-                f"data.oracle_share must be between 0 and 1 (a share of training draws), "
-                f"got {oracle_share}"
-            )
-        if source is None and path is None:
+        self.settings = DataSettings.of(keys, type(self).__name__)
+        if source is None and self.settings.path is None:
             raise ConfigError("data needs either a built-in source or data.path")
-        if batch_size < 1 or eval_batch_size < 1:
-            raise ConfigError("data.batch_size and data.eval_batch_size must be >= 1")
         self.source = source
-        self.path = path
-        self.val_path = val_path
-        self.required_fields = list(required_fields)
         self.schema = schema
-        self.val_size = val_size
-        self.max_val_rows = max_val_rows
-        self.batch_size = batch_size
-        self.eval_batch_size = eval_batch_size
-        self.num_batches = num_batches
-        self.seed = seed
-        self.rounds_per_step = rounds_per_step
-        self.shuffle_options = shuffle_options
-        self.oracle_share = oracle_share
-        unseen = dict(unseen or {})
-        self.unseen_path: str | None = unseen.pop("path", None)
-        self.unseen_corpus: str | None = unseen.pop("corpus", None)
-        if unseen:
-            raise ConfigError(f"data.unseen: unknown key(s) {sorted(unseen)}; known: path, corpus")
+        self.num_batches = self.settings.num_batches  # the run's length may set it (runs/length.py)
         self.unseen_rows: list[dict[str, Any]] = []
         self.train_rows: list[dict[str, Any]] = []
         self.val_rows: list[dict[str, Any]] = []
         self.report: dict[str, Any] = {}
         self.resume_position: tuple[int, int] | None = None  # (pass, batch) from a checkpoint
 
+    @classmethod
+    def more_keys(cls) -> set[str]:
+        """The `data.*` keys its settings object reads (`DataSettings`), beyond its named
+        parameters (the settings check's `runs/read_keys.py`)."""
+        return DataSettings.more_keys()
+
     def _file_rows(self, path: str) -> list[dict[str, Any]]:
         rows = read_rows(path)
-        require_fields(rows, self.required_fields, str(path))
+        require_fields(rows, self.settings.required_fields, str(path))
         return rows
 
     def _clean(self, rows: list[dict[str, Any]], split: str, source: str) -> list[dict[str, Any]]:
@@ -280,8 +255,8 @@ class PromptDataModule(L.LightningDataModule):
 
     def _raw_splits(self) -> tuple[list[dict[str, Any]], list[dict[str, Any]] | None, str]:
         """Training rows, held-out rows if the source has them, and a name for the source."""
-        if self.path is not None:
-            return self._file_rows(self.path), None, str(self.path)
+        if self.settings.path is not None:
+            return self._file_rows(self.settings.path), None, str(self.settings.path)
         loaded = self.source()
         if isinstance(loaded, dict):
             source = str(loaded.get("source", "built-in data source"))
@@ -295,39 +270,39 @@ class PromptDataModule(L.LightningDataModule):
         if self.train_rows:
             return
         rows, val_rows, source_name = self._raw_splits()
-        if val_rows is None and self.val_path is not None:
-            val_rows = self._file_rows(self.val_path)
+        if val_rows is None and self.settings.val_path is not None:
+            val_rows = self._file_rows(self.settings.val_path)
         self.report = {"source": source_name}
         if val_rows is not None:
             train_rows = self._clean(rows, "train", source_name)
-            val_rows = self._clean(val_rows, "validation", self.val_path or source_name)
+            val_rows = self._clean(val_rows, "validation", self.settings.val_path or source_name)
         else:
             rows = self._clean(rows, "all", source_name)
-            if self.path is not None or self.schema is not None:
+            if self.settings.path is not None or self.schema is not None:
                 rows = list(rows)
-                random.Random(self.seed).shuffle(rows)
-            val_rows, train_rows = rows[: self.val_size], rows[self.val_size :]
+                random.Random(self.settings.seed).shuffle(rows)
+            val_rows, train_rows = rows[: self.settings.val_size], rows[self.settings.val_size :]
         if not train_rows:
             raise DataFileError(
                 f"{source_name}: no training rows left after holding out {len(val_rows)} "
-                f"(data.val_size={self.val_size}); lower data.val_size or add rows"
+                f"(data.val_size={self.settings.val_size}); lower data.val_size or add rows"
             )
         if not val_rows:
             raise DataFileError(
                 f"{source_name}: the held-out split is empty; set data.val_size > 0"
             )
-        if self.shuffle_options and not all(is_mcq_row(row) for row in train_rows):
+        if self.settings.shuffle_options and not all(is_mcq_row(row) for row in train_rows):
             raise ConfigError(
                 f"data.shuffle_options=true needs multiple-choice rows (options and a gold letter); "
                 f"{source_name} has other rows: set data.shuffle_options=false"
             )
-        if self.max_val_rows is not None:
-            val_rows = val_rows[: self.max_val_rows]
+        if self.settings.max_val_rows is not None:
+            val_rows = val_rows[: self.settings.max_val_rows]
         self.train_rows, self.val_rows = train_rows, val_rows
         self.report.update(train_rows=len(train_rows), val_rows=len(val_rows))
         log.info("Data: %d training rows, %d held-out rows", len(train_rows), len(val_rows))
-        if self.unseen_path is not None:
-            self.unseen_rows = self._unseen_rows(self.unseen_path, train_rows)
+        if self.settings.unseen_path is not None:
+            self.unseen_rows = self._unseen_rows(self.settings.unseen_path, train_rows)
 
     def _unseen_rows(self, path: str, train_rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
         """The unseen split's rows from `path`, cleaned and capped as the held-out rows are;
@@ -343,7 +318,9 @@ class PromptDataModule(L.LightningDataModule):
             )
         if not kinds(rows):
             log.warning("%s: its rows name no kind (%r); cannot check they are unseen", path, KIND)
-        rows = rows[: self.max_val_rows] if self.max_val_rows is not None else rows
+        rows = (
+            rows[: self.settings.max_val_rows] if self.settings.max_val_rows is not None else rows
+        )
         self.report["unseen_rows"] = len(rows)
         log.info("Data: %d unseen rows (kinds never trained on) from %s", len(rows), path)
         return rows
@@ -392,14 +369,16 @@ class PromptDataModule(L.LightningDataModule):
         self.prepare_rows()
 
     def train_dataloader(self) -> DataLoader:
-        rows_per_step = self.batch_size * self.rounds_per_step  # the step's prompts, then a reserve
+        rows_per_step = (
+            self.settings.batch_size * self.settings.rounds_per_step
+        )  # the step's prompts, then a reserve
         loader = step_loader(
             self.train_rows,
             rows_per_step,
             self.num_batches,
-            self.seed,
-            self.shuffle_options,
-            self.oracle_share,
+            self.settings.seed,
+            self.settings.shuffle_options,
+            self.settings.oracle_share,
         )
         if self.resume_position is not None:
             loader.batch_sampler.resume_at(*self.resume_position)
@@ -425,7 +404,7 @@ class PromptDataModule(L.LightningDataModule):
 
     def val_dataloader(self) -> DataLoader | list[DataLoader]:
         loaders = [
-            held_out_loader(self.split_rows(split), self.eval_batch_size)
+            held_out_loader(self.split_rows(split), self.settings.eval_batch_size)
             for split in self.held_out_splits()
         ]
         return loaders[0] if len(loaders) == 1 else loaders

@@ -4,7 +4,7 @@ folder's table and checks a composed config against them."""
 
 from __future__ import annotations
 
-from src.utils.setting import OPTIONAL_TEXT, AnyOf, Setting, number, whole
+from src.utils.setting import FLAG, OPTIONAL_TEXT, TEXTS, AnyOf, Setting, number, whole
 
 # key -> what it may hold; what each means is said beside it in its config
 SETTINGS: dict[str, Setting | AnyOf] = {
@@ -19,4 +19,6 @@ SETTINGS: dict[str, Setting | AnyOf] = {
     "data.eval_batch_size": whole(1),
     "data.seed": whole(),
     "data.oracle_share": number(0, 1),
+    "data.shuffle_options": FLAG,
+    "data.required_fields": TEXTS,
 }

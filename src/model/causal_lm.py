@@ -32,6 +32,7 @@ from src.model.fast.lean_layers import lean_layers
 from src.model.fast.onednn import onednn_linears
 from src.model.fast.probe import device_of, proven
 from src.model.fast.shared_prompt import continue_prompts
+from src.model.model_settings import ModelSettings
 from src.model.network import Scorer, Sequences
 from src.model.offline import resolve_pretrained
 from src.model.positions import position_ids
@@ -495,20 +496,12 @@ class AdapterDisabled:
 
 def load_causal_lm(
     name_or_path: str,
-    dtype: str = "float32",
-    lora: dict[str, Any] | None = None,
-    load_in_4bit: bool = False,
-    trust_remote_code: bool = False,
-    gradient_checkpointing: bool = False,
-    max_prompt_length: int | None = None,
     builder: Callable[[str], Any] | None = None,
     offline_fallback: dict[str, Any] | None = None,
-    adapter_path: str | None = None,
-    lean_activations: bool = True,
-    compile: bool = False,
-    trained_in_float32: bool = True,
+    **keys: Any,
 ) -> CausalLM:
-    """Load a causal LM by hub name or local folder, optionally 4-bit and with a LoRA adapter.
+    """Load a causal LM by hub name or local folder, optionally 4-bit and with a LoRA adapter;
+    `keys` are the `model.*` settings (`ModelSettings`, checked there).
 
     `builder`, when given, writes the folder first if it does not exist yet (the tiny model).
     `offline_fallback` names a packaged copy for when the hub is out of reach (see
@@ -520,19 +513,22 @@ def load_causal_lm(
     `trained_in_float32` (`src.model.precision.stored_dtype`); a forward that gives NaN or
     infinite logits in it is refused in one line (`check_finite_forward`).
     """
+    settings = ModelSettings.of(keys, "load_causal_lm")
     if builder is not None and not (Path(name_or_path) / "config.json").exists():
         log.info("Building model folder %s", name_or_path)
         builder(name_or_path)
-    check_model_folders(name_or_path, adapter_path)
-    dtype = resolved_dtype(dtype)
+    check_model_folders(name_or_path, settings.adapter_path)
+    dtype = resolved_dtype(settings.dtype)
     name_or_path, source_kwargs = resolve_pretrained(name_or_path, offline_fallback)
-    trains_every_weight = trained_in_float32 and not lora and adapter_path is None
+    trains_every_weight = (
+        settings.trained_in_float32 and not settings.lora and settings.adapter_path is None
+    )
     kwargs: dict[str, Any] = {
-        "dtype": stored_dtype(dtype, trains_every_weight and not load_in_4bit),
-        "trust_remote_code": trust_remote_code,
+        "dtype": stored_dtype(dtype, trains_every_weight and not settings.load_in_4bit),
+        "trust_remote_code": settings.trust_remote_code,
         **source_kwargs,
     }
-    if load_in_4bit:
+    if settings.load_in_4bit:
         from transformers import BitsAndBytesConfig
 
         kwargs["quantization_config"] = BitsAndBytesConfig(
@@ -543,7 +539,7 @@ def load_causal_lm(
         )
     try:
         tokenizer = AutoTokenizer.from_pretrained(
-            name_or_path, trust_remote_code=trust_remote_code, **source_kwargs
+            name_or_path, trust_remote_code=settings.trust_remote_code, **source_kwargs
         )
         network = AutoModelForCausalLM.from_pretrained(name_or_path, **kwargs)
     except OSError as error:
@@ -554,16 +550,27 @@ def load_causal_lm(
     network.train()  # from_pretrained returns eval mode; this network is loaded to be trained
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token
-    network = prepared_for_training(network, gradient_checkpointing, load_in_4bit)
+    network = prepared_for_training(network, settings.gradient_checkpointing, settings.load_in_4bit)
     # after the preparation: an eval forward before it repacks 4-bit weights for inference
     check_finite_forward(with_contiguous_head(network), dtype, name_or_path)
-    if adapter_path is not None:
-        network = with_saved_adapter(network, adapter_path, name_or_path)
-    elif lora:
+    if settings.adapter_path is not None:
+        network = with_saved_adapter(network, settings.adapter_path, name_or_path)
+    elif settings.lora:
         from peft import LoraConfig, get_peft_model
 
-        network = get_peft_model(network, LoraConfig(task_type="CAUSAL_LM", **lora))
-    return CausalLM(network, tokenizer, max_prompt_length, lean_activations, compile, DTYPES[dtype])
+        network = get_peft_model(network, LoraConfig(task_type="CAUSAL_LM", **settings.lora))
+    return CausalLM(
+        network,
+        tokenizer,
+        settings.max_prompt_length,
+        settings.lean_activations,
+        settings.compile,
+        DTYPES[dtype],
+    )
+
+
+# the `model.*` keys it reads through its settings object (the settings check, runs/read_keys.py)
+load_causal_lm.more_keys = ModelSettings.more_keys  # type: ignore[attr-defined]
 
 
 def with_saved_adapter(network: nn.Module, adapter_path: str, name_or_path: str) -> nn.Module:

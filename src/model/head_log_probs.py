@@ -43,22 +43,19 @@ VOCAB_BLOCK = 4096
 
 def head_log_probs(
     hidden: Tensor,
-    weight: Tensor,
-    bias: Tensor | None,
+    head: Head,
     targets: Tensor,
-    temperature: float = 1.0,
     with_entropy: bool = False,
     chunk: int | None = None,
-    product: Callable[[Tensor, Tensor, Tensor | None], Tensor] = F.linear,
     mask: Tensor | None = None,
 ) -> tuple[Tensor, Tensor | None]:
     """Float32 log-probs [N, T] of `targets` [N, T] under the logits (hidden [N, T, H] @
-    weight[V, H]^T + bias) / temperature, and the entropy of each position's distribution
-    when asked (without gradient). The positions run `chunk` (default `HEAD_CHUNK`) over V
-    at a time, each chunk over `VOCAB_BLOCK` vocabulary entries at a time: at most that many
-    logits per position exist at once. `product` makes the logits of a block, F.linear's
-    arithmetic (the head's own, through oneDNN where it is routed there:
-    `src.model.fast.chunked_head`).
+    weight[V, H]^T + bias) / temperature of `head`, and the entropy of each position's
+    distribution when asked (without gradient). The positions run `chunk` (default
+    `HEAD_CHUNK`) over V at a time, each chunk over `VOCAB_BLOCK` vocabulary entries at a
+    time: at most that many logits per position exist at once. The head's `product` makes
+    the logits of a block, F.linear's arithmetic (the head's own, through oneDNN where it is
+    routed there: `src.model.fast.chunked_head`).
 
     `mask` [N, T] (1 on the positions scored) skips the others: the padding after a short
     completion, which every loss masks out. Their log-prob and entropy are 0 and their hidden
@@ -69,30 +66,38 @@ def head_log_probs(
         width = hidden.size(-1)
         logps, entropy = head_log_probs(
             hidden.reshape(-1, width)[keep].unsqueeze(0),
-            weight,
-            bias,
+            head,
             targets.reshape(-1)[keep].unsqueeze(0),
-            temperature,
             with_entropy,
             chunk,
-            product,
         )
         zeros = torch.zeros(targets.numel(), dtype=torch.float32, device=hidden.device)
         spread = zeros.masked_scatter(keep, logps.reshape(-1)).view(targets.shape)
         if entropy is not None:
             entropy = zeros.masked_scatter(keep, entropy.reshape(-1)).view(targets.shape)
         return spread, entropy
-    positions = max(1, (chunk or HEAD_CHUNK) // weight.size(0))
-    logps, _, entropy = HeadLogSoftmax.apply(
-        hidden, weight, bias, targets, temperature, positions, with_entropy, product
-    )
+    positions = max(1, (chunk or HEAD_CHUNK) // head.weight.size(0))
+    reading = Reading(head.temperature, positions, with_entropy, head.product)
+    logps, _, entropy = HeadLogSoftmax.apply(hidden, head.weight, head.bias, targets, reading)
     return logps, entropy if with_entropy else None
+
+
+@dataclass(frozen=True)
+class Reading:
+    """How `HeadLogSoftmax` reads the head: the logits' `temperature`, `positions` positions
+    at a time, the entropy too or not, and the `product` making each block's logits."""
+
+    temperature: float
+    positions: int
+    with_entropy: bool
+    product: Callable[[Tensor, Tensor, Tensor | None], Tensor] = F.linear
 
 
 class HeadLogSoftmax(torch.autograd.Function):
     """log_softmax(z)[targets] [N, T] with z = (hidden @ weight^T + bias) / temperature, the
     log normaliser [N, T] and, when asked, the entropy [N, T] (neither differentiable), over
-    `positions` positions at a time."""
+    `reading.positions` positions at a time. The weight and bias come as tensors of their own,
+    so that autograd gives them their gradients."""
 
     @staticmethod
     def forward(
@@ -101,11 +106,10 @@ class HeadLogSoftmax(torch.autograd.Function):
         weight: Tensor,
         bias: Tensor | None,
         targets: Tensor,
-        temperature: float,
-        positions: int,
-        with_entropy: bool,
-        product: Callable[[Tensor, Tensor, Tensor | None], Tensor] = F.linear,
+        reading: Reading,
     ) -> tuple[Tensor, Tensor, Tensor]:
+        temperature, positions = reading.temperature, reading.positions
+        with_entropy, product = reading.with_entropy, reading.product
         flat, picks = hidden.reshape(-1, hidden.size(-1)), targets.reshape(-1)
         logps = torch.empty(picks.shape, dtype=torch.float32, device=hidden.device)
         log_norm = torch.empty_like(logps)
@@ -142,7 +146,7 @@ class HeadLogSoftmax(torch.autograd.Function):
         if ctx.eager:
             (directions,) = ctx.saved_tensors
             scaled = directions.float() * grad.reshape(-1, 1).float()
-            return scaled.to(directions.dtype).view(ctx.shape), *[None] * 7
+            return scaled.to(directions.dtype).view(ctx.shape), *[None] * 4
         hidden, weight, bias, targets, log_norm = ctx.saved_tensors
         wants_hidden, wants_weight, wants_bias = ctx.needs_input_grad[:3]
         flat, picks = hidden.reshape(-1, hidden.size(-1)), targets.reshape(-1)
@@ -177,7 +181,8 @@ class HeadLogSoftmax(torch.autograd.Function):
             None if grad_hidden is None else grad_hidden.view_as(hidden),
             None if grad_weight is None else grad_weight.to(weight.dtype),
             None if grad_bias is None else grad_bias.to(bias.dtype),
-            *[None] * 5,
+            None,
+            None,
         )
 
 
@@ -204,9 +209,9 @@ class Head:
     vocabulary entries at a time, `product` making each block's h W^T + b."""
 
     weight: Tensor
-    bias: Tensor | None
-    temperature: float
-    product: Callable[[Tensor, Tensor, Tensor | None], Tensor]
+    bias: Tensor | None = None
+    temperature: float = 1.0
+    product: Callable[[Tensor, Tensor, Tensor | None], Tensor] = F.linear
 
     def blocks(self, rows: Tensor) -> Iterator[tuple[slice, Tensor]]:
         """(vocabulary slice, logits [n, block]) of each block for hidden states [n, H]: the

@@ -5,17 +5,23 @@ what is searched and read. Each key's type, range and choices, beside the code t
 from __future__ import annotations
 
 from src.policy.generator import CHAT_TEMPLATE_CHOICES
-from src.policy.rewriter_settings import ANSWER_MODES, QUERY_SOURCES
 from src.utils.setting import (
     ANY_TEXT,
+    FLAG,
+    MARK,
     OPTIONAL_TEMPLATE,
     OPTIONAL_TEXT,
     TEMPLATE,
+    TEXT,
     AnyOf,
     Setting,
     choice,
     whole,
 )
+
+QUERY_SOURCES = ("rewriter", "question", "question_options", "expanded", "expanded_options")
+ANSWER_MODES = ("likelihood", "generate")
+ANSWER_FORMS = ("letter", "option")  # what the searcher's answer tag holds
 
 # key -> what it may hold; what each means is said beside it in its config
 SETTINGS: dict[str, Setting | AnyOf] = {
@@ -38,8 +44,18 @@ SETTINGS: dict[str, Setting | AnyOf] = {
     "policy.query_k": whole(1),
     "policy.k": whole(1),
     "policy.rank_depth": whole(1),
+    "policy.max_searches": whole(0),
+    "policy.information": TEMPLATE,
+    "policy.search_question_first": FLAG,
+    "policy.answer_as": choice(*ANSWER_FORMS),
+    "policy.search_open": MARK,
+    "policy.search_close": MARK,
+    "policy.answer_open": MARK,
+    "policy.answer_close": MARK,
     "policy.max_query_tokens": whole(1, nullable=True),
     "policy.query_source": choice(*QUERY_SOURCES),
+    "policy.plan_cache_dir": TEXT,
+    "policy.plan_model": TEXT,
     "policy.answer_mode": choice(*ANSWER_MODES),
     "policy.frozen_batch_size": whole(1),
     "policy.reader": Setting("config", nullable=True),

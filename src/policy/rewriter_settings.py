@@ -1,22 +1,25 @@
 """The rewriter's own settings (`policy.*` in conf/policy/rewriter.yaml): how the frozen planner
 is asked, what is searched, and how the frozen generator answers. Read once from the config's
-flat keys into one checked object, which the rewriter's methods read."""
+flat keys into one object, checked against their declaration (`src/policy/keys.py`), which the
+rewriter's methods read."""
 
 from __future__ import annotations
 
-from dataclasses import MISSING, dataclass, fields
+from dataclasses import dataclass
 from typing import Any
 
+from src.policy.keys import SETTINGS
 from src.utils.errors import ConfigError
-
-QUERY_SOURCES = ("rewriter", "question", "question_options", "expanded", "expanded_options")
-ANSWER_MODES = ("likelihood", "generate")
+from src.utils.setting import Declared
 
 
 @dataclass(frozen=True)
-class RewriterSettings:
+class RewriterSettings(Declared):
     """Each field is the `policy.<field>` key of the same name; its comment in
     conf/policy/rewriter.yaml says what it does."""
+
+    SECTION = "policy"
+    TABLE = SETTINGS
 
     plan_template: str
     answer_template: str
@@ -33,29 +36,17 @@ class RewriterSettings:
     frozen_batch_size: int = 16
 
     def __post_init__(self) -> None:
-        if self.answer_mode not in ANSWER_MODES:
-            raise ConfigError(
-                f"policy.answer_mode must be one of {ANSWER_MODES}, got {self.answer_mode!r}"
-            )
-        if self.query_source not in QUERY_SOURCES:
-            raise ConfigError(
-                f"policy.query_source must be one of {QUERY_SOURCES}, got {self.query_source!r}"
-            )
-        for key in ("num_queries", "query_k", "k", "rank_depth", "frozen_batch_size"):
-            if getattr(self, key) < 1:
-                raise ConfigError(f"policy.{key} must be >= 1, got {getattr(self, key)}")
         object.__setattr__(self, "plan_prefix", self.plan_prefix or "")
+        super().__post_init__()
 
     @classmethod
     def taken_from(cls, keys: dict[str, Any]) -> RewriterSettings:
         """The settings among `keys`, removed from it (what is left is the generator's prompt
-        settings); a missing required key is named."""
-        mine = {f.name: keys.pop(f.name) for f in fields(cls) if f.name in keys}
-        missing = [
-            f.name
-            for f in fields(cls)
-            if f.name not in mine and f.default is MISSING and f.default_factory is MISSING
-        ]
-        if missing:
-            raise ConfigError(f"policy=rewriter needs policy.{missing[0]}; set it in the config")
-        return cls(**mine)
+        settings); a missing required key is named with the role that needs it."""
+        try:
+            return super().taken_from(keys)
+        except ConfigError as error:
+            if "is needed" not in str(error):
+                raise
+            key = str(error).split(" ", 1)[0]
+            raise ConfigError(f"policy=rewriter needs {key}; set it in the config") from None

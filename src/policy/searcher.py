@@ -26,20 +26,20 @@ from src.policy.rewriter import (
     options_after,
 )
 from src.policy.role import Outcomes
+from src.policy.searcher_settings import SearcherSettings
 from src.retrieval.retriever import Retriever
 from src.retrieval.tool import PassageTool
 from src.rollout.multi_turn import Tags, Tool, query_of
-from src.utils.errors import ConfigError
 from src.utils.recent import keep_recent
 
-ANSWER_FORMS = ("letter", "option")
 REMEMBERED_PROMPTS = 4096  # the prompts whose rows a search can still read
 
 
 class Searcher(Generator):
     """Prompts from `template` (the generator's settings), a search tool over `retriever`'s top
     `k` passages per query, at most `max_searches` searches per completion, and `tags`
-    (`search_open`, `search_close`, `answer_open`, `answer_close`).
+    (`search_open`, `search_close`, `answer_open`, `answer_close`): its settings
+    (`SearcherSettings`, `self.settings`).
 
     What the tool searches is `query_template` filled with the row's fields and the policy's
     `{query}` ('{question} {query}' searches the question followed by what the policy wrote),
@@ -53,81 +53,35 @@ class Searcher(Generator):
     alone, whatever the policy then answers.
     """
 
-    def __init__(
-        self,
-        retriever: Retriever,
-        k: int = 3,
-        max_searches: int = 2,
-        passage_template: str = "[{rank}] {title}: {content}",
-        search_open: str = "<search>",
-        search_close: str = "</search>",
-        answer_open: str = "<answer>",
-        answer_close: str = "</answer>",
-        information: str = "\n<information>{text}</information>\n",
-        search_question_first: bool = False,
-        answer_as: str = "letter",
-        query_template: str = "{query}",
-        rank_depth: int = 0,
-        reader_template: str | None = None,
-        frozen_batch_size: int = 16,
-        max_query_tokens: int | None = None,
-        **generator: Any,
-    ) -> None:
-        super().__init__(**generator)
-        if k < 1:
-            raise ConfigError(f"policy.k must be >= 1, got {k}")
-        if rank_depth < 0:
-            raise ConfigError(
-                f"policy.rank_depth must be >= 0 (0: the k passages read), got {rank_depth}"
-            )
-        if answer_as not in ANSWER_FORMS:
-            raise ConfigError(f"policy.answer_as must be one of {ANSWER_FORMS}, got {answer_as!r}")
-        if max_searches < 0:
-            raise ConfigError(f"policy.max_searches must be >= 0, got {max_searches}")
-        if "{text}" not in information:
-            raise ConfigError(
-                f"policy.information must hold {{text}}, where the passages go; got {information!r}"
-            )
-        if "{query}" not in query_template:
-            raise ConfigError(
-                "policy.query_template must hold {query}, where the policy's query goes; "
-                f"got {query_template!r}"
-            )
-        if reader_template is not None and "{passages}" not in reader_template:
-            raise ConfigError(
-                "policy.reader_template must hold {passages}, where the passages read go; "
-                f"got {reader_template!r} (null: no frozen reader)"
-            )
-        if frozen_batch_size < 1:
-            raise ConfigError(f"policy.frozen_batch_size must be >= 1, got {frozen_batch_size}")
-        if max_query_tokens is not None and max_query_tokens < 1:
-            raise ConfigError(
-                f"policy.max_query_tokens must be >= 1 or null (no limit), got {max_query_tokens}"
-            )
-        for key, tag in (
-            ("search_open", search_open),
-            ("search_close", search_close),
-            ("answer_open", answer_open),
-            ("answer_close", answer_close),
-        ):
-            if not tag:  # a line's end ("\n") is a tag, an empty one would match anywhere
-                raise ConfigError(f"policy.{key} must not be empty")
-        self.max_searches = max_searches
-        self.answer_open = answer_open
-        self.tags = Tags(search_open, search_close, answer_close, max_query_tokens)
-        self.information = information
-        self.query_template = query_template
-        self.search_question_first = search_question_first
-        self.reader_template = reader_template
-        self.frozen_batch_size = frozen_batch_size
-        self.answer_as = answer_as
-        self.tool = PassageTool(retriever, k, passage_template, depth=rank_depth)
+    def __init__(self, retriever: Retriever, **keys: Any) -> None:
+        """`keys`: the `policy.*` keys; those of `SearcherSettings` become `self.settings`
+        (checked there), the rest are the generator's prompt settings."""
+        self.settings = SearcherSettings.taken_from(keys)
+        super().__init__(**keys)
+        settings = self.settings
+        self.max_searches = settings.max_searches
+        self.tags = Tags(
+            settings.search_open,
+            settings.search_close,
+            settings.answer_close,
+            settings.max_query_tokens,
+        )
+        self.tool = PassageTool(
+            retriever, settings.k, settings.passage_template, depth=settings.rank_depth
+        )
         self.asked: OrderedDict[str, dict[str, Any]] = OrderedDict()  # prompt -> its row
+
+    @classmethod
+    def more_keys(cls) -> set[str]:
+        """The `policy.*` keys its settings object reads (`SearcherSettings`), beyond the named
+        parameters of its and the generator's `__init__` (the settings check's
+        `runs/read_keys.py`)."""
+        return SearcherSettings.more_keys()
 
     def prepare(self, network: PolicyNetwork, rows: list[dict[str, Any]]) -> dict[str, float]:
         """With `search_question_first`, each row's passages for its question, once (what
         plain retrieval-augmented generation reads); nothing otherwise."""
-        if not self.search_question_first:
+        if not self.settings.search_question_first:
             return {}
         todo = [row for row in rows if "question_passages" not in row]
         texts = self.tool([str(row["question"]) for row in todo]) if todo else []
@@ -139,7 +93,7 @@ class Searcher(Generator):
         """The generator's prompts; with `search_question_first` each ends with a search for
         the question, as if the policy had written it, and its passages (plain RAG)."""
         prompts = super().prompts(rows, tokenizer)
-        if self.search_question_first:
+        if self.settings.search_question_first:
             tags, prefix = self.tags, self.response_prefix
             prompts = [
                 prompt[: len(prompt) - len(prefix)]  # the search comes before the response prefix
@@ -182,7 +136,9 @@ class Searcher(Generator):
 
     def searched(self, query: str, row: dict[str, Any]) -> str:
         """What the tool searches for the policy's `query` on `row`: `query_template` filled."""
-        return self._fill(self.query_template, {**row, "query": query}, "query_template").strip()
+        return self._fill(
+            self.settings.query_template, {**row, "query": query}, "query_template"
+        ).strip()
 
     def inserted(self, passages: str, row: dict[str, Any]) -> str:
         """`information` with the row's fields and the passages' text filled in."""
@@ -191,7 +147,7 @@ class Searcher(Generator):
 
     def information_around(self, row: dict[str, Any]) -> tuple[str, str]:
         """The inserted text before and after the passages, the row's fields filled in."""
-        before, _, after = self.information.partition("{text}")
+        before, _, after = self.settings.information.partition("{text}")
         return self._fill(before, row, "information"), self._fill(after, row, "information")
 
     def outcomes(
@@ -215,14 +171,14 @@ class Searcher(Generator):
             turns = self.turns(self.response_prefix + completion, row)
             written = "".join(text for kind, text in turns if kind == "written")
             read = [text for kind, text in turns if kind == "information"]
-            if self.search_question_first:
+            if self.settings.search_question_first:
                 read.insert(0, str(row.get("question_passages", "")))
             last_read.append(read[-1] if read else None)
             gold = str(row.get("answer_text", "")).strip().lower()
             texts.append(self.answer_letter(written, row.get("options") or {}))
             turn_details = self.turn_details(turns, row)
             queries = [turn["query"] for turn in turn_details if "query" in turn]
-            asked_first = [str(row["question"])] if self.search_question_first else []
+            asked_first = [str(row["question"])] if self.settings.search_question_first else []
             ranked = [hits for hits in map(self.tool.hits_of, asked_first + queries) if hits]
             details.append(
                 {
@@ -240,7 +196,7 @@ class Searcher(Generator):
             )
             if "oracle" in row:  # a training draw of a run with data.oracle_share
                 details[-1]["oracle"] = float(bool(row["oracle"]))
-        if self.reader_template is not None:
+        if self.settings.reader_template is not None:
             for detail, chance in zip(
                 details, self.gold_chances(last_read, rows, network), strict=True
             ):
@@ -266,11 +222,15 @@ class Searcher(Generator):
         ]
         contexts = [
             self._fill(
-                self.reader_template, {**rows[i], "passages": passages[i]}, "reader_template"
+                self.settings.reader_template,
+                {**rows[i], "passages": passages[i]},
+                "reader_template",
             )
             for i in asked
         ]
-        scores = options_after(network, contexts, [rows[i] for i in asked], self.frozen_batch_size)
+        scores = options_after(
+            network, contexts, [rows[i] for i in asked], self.settings.frozen_batch_size
+        )
         chances = [0.0] * len(rows)
         for i, row_scores in zip(asked, scores, strict=True):
             chances[i] = option_probability(row_scores, gold_index(rows[i]))
@@ -316,11 +276,13 @@ class Searcher(Generator):
         """The letter of the last answer tag's option, or '': with `answer_as` 'letter' the
         letter written there; with 'option' the option whose text it holds (the longest, where
         one option's text holds another's), so that a bare letter answers nothing."""
-        pattern = re.escape(self.answer_open) + r"(.*?)" + re.escape(self.tags.answer_close)
+        pattern = (
+            re.escape(self.settings.answer_open) + r"(.*?)" + re.escape(self.tags.answer_close)
+        )
         answers = re.findall(pattern, written, re.DOTALL)
         if not answers:
             return ""
-        if self.answer_as == "letter":
+        if self.settings.answer_as == "letter":
             return first_letter(answers[-1])
         return option_named(answers[-1], options)
 

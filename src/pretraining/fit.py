@@ -70,7 +70,7 @@ def fit_stage(
     )
     train_loader = step_loader(datamodule.train_rows, length.batch_size, max_steps, length.seed)
     val_loader = DataLoader(
-        datamodule.val_rows, batch_size=datamodule.eval_batch_size, collate_fn=keep_rows
+        datamodule.val_rows, batch_size=datamodule.settings.eval_batch_size, collate_fn=keep_rows
     )
     trainer.fit(module, train_loader, val_loader)
     return trainer.global_step

@@ -18,11 +18,11 @@ from typing import Any
 
 from src.retrieval.corpus import Document
 from src.retrieval.hit import Hit
+from src.retrieval.keys import REPEATED_TERMS
 from src.utils.errors import ConfigError
 
 TOKEN = re.compile(r"(?u)\b\w\w+\b")  # bm25s's default: words of two or more characters
 IDS_FILE = "ids.json"
-REPEATED_TERMS = ("once", "count")  # how a query's repeated term scores: once, or once per repeat
 
 
 @functools.cache

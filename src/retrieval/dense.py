@@ -10,8 +10,9 @@ from typing import Any
 
 import torch
 
-from src.model.embedding import PACKAGED_MINILM, Pooling, SentenceEmbedder
+from src.model.embedding import SentenceEmbedder
 from src.retrieval.corpus import Document
+from src.retrieval.dense_settings import DenseSettings
 from src.retrieval.hit import Hit
 from src.utils.errors import ConfigError, MissingFileError
 
@@ -33,41 +34,9 @@ class DenseIndex:
     the query encoder.
     """
 
-    DEFAULTS: dict[str, Any] = {
-        "query_encoder": PACKAGED_MINILM,
-        "document_encoder": PACKAGED_MINILM,
-        "pooling": "mean",
-        "normalize": True,
-        "query_max_length": 256,
-        "document_max_length": 256,
-        "title_pair": False,
-        "batch_size": 32,
-        "device": None,
-    }
-
-    def __init__(
-        self,
-        query_encoder: str = PACKAGED_MINILM,
-        document_encoder: str = PACKAGED_MINILM,
-        pooling: Pooling = "mean",
-        normalize: bool = True,
-        query_max_length: int = 256,
-        document_max_length: int = 256,
-        title_pair: bool = False,
-        batch_size: int = 32,
-        device: str | None = None,
-    ) -> None:
-        if pooling not in ("mean", "cls"):
-            raise ConfigError(f"retrieval.dense.pooling must be mean or cls, got {pooling!r}")
-        self.query_encoder = str(query_encoder)
-        self.document_encoder = str(document_encoder)
-        self.pooling: Pooling = pooling
-        self.normalize = bool(normalize)
-        self.query_max_length = int(query_max_length)
-        self.document_max_length = int(document_max_length)
-        self.title_pair = bool(title_pair)
-        self.batch_size = int(batch_size)
-        self.device = device or ("cuda" if torch.cuda.is_available() else "cpu")
+    def __init__(self, encoding: DenseSettings | None = None) -> None:
+        self.encoding = encoding or DenseSettings()
+        self.device = self.encoding.device or ("cuda" if torch.cuda.is_available() else "cpu")
         self._embedders: dict[str, SentenceEmbedder] = {}
         self._embeddings: torch.Tensor | None = None
         self._documents: list[Document] = []
@@ -76,22 +45,25 @@ class DenseIndex:
         """The settings the saved document embeddings depend on (the cache key is made of
         these); query-side settings and the batch size change no saved file."""
         return {
-            "document_encoder": self.document_encoder,
-            "pooling": self.pooling,
-            "normalize": self.normalize,
-            "document_max_length": self.document_max_length,
-            "title_pair": self.title_pair,
+            "document_encoder": self.encoding.document_encoder,
+            "pooling": self.encoding.pooling,
+            "normalize": self.encoding.normalize,
+            "document_max_length": self.encoding.document_max_length,
+            "title_pair": self.encoding.title_pair,
         }
 
     def build(self, documents: list[Document]) -> None:
         """Embed every document with the document encoder, `batch_size` at a time."""
-        encoder = self._embedder(self.document_encoder, "document_encoder")
-        if self.title_pair:
+        encoder = self._embedder(self.encoding.document_encoder, "document_encoder")
+        if self.encoding.title_pair:
             texts, pairs = [d.title for d in documents], [d.content for d in documents]
         else:
             texts, pairs = [d.text for d in documents], None
         self._embeddings = encoder(
-            texts, pairs, batch_size=self.batch_size, max_length=self.document_max_length
+            texts,
+            pairs,
+            batch_size=self.encoding.batch_size,
+            max_length=self.encoding.document_max_length,
         )
         self._documents = list(documents)
 
@@ -119,11 +91,13 @@ class DenseIndex:
         k = min(k, len(self._documents))
         if not queries or k <= 0:
             return [[] for _ in queries]
-        encoder = self._embedder(self.query_encoder, "query_encoder")
-        vectors = encoder(queries, batch_size=self.batch_size, max_length=self.query_max_length)
+        encoder = self._embedder(self.encoding.query_encoder, "query_encoder")
+        vectors = encoder(
+            queries, batch_size=self.encoding.batch_size, max_length=self.encoding.query_max_length
+        )
         if vectors.shape[-1] != embeddings.shape[-1]:
             raise ConfigError(
-                f"retrieval.dense.query_encoder={self.query_encoder} gives {vectors.shape[-1]}-d "
+                f"retrieval.dense.query_encoder={self.encoding.query_encoder} gives {vectors.shape[-1]}-d "
                 f"vectors but the documents were embedded in {embeddings.shape[-1]} dimensions "
                 "by retrieval.dense.document_encoder; use a matching pair of encoders"
             )
@@ -141,7 +115,10 @@ class DenseIndex:
         if name not in self._embedders:
             try:
                 self._embedders[name] = SentenceEmbedder(
-                    name, self.pooling, normalize=self.normalize, device=self.device
+                    name,
+                    self.encoding.pooling,
+                    normalize=self.encoding.normalize,
+                    device=self.device,
                 )
             except MissingFileError as error:
                 raise MissingFileError(f"retrieval.dense.{key}: {error}") from error

@@ -13,13 +13,14 @@ from typing import Any, Protocol
 from src.retrieval.bm25 import BM25Index
 from src.retrieval.corpus import SAMPLE_CORPUS, Document, corpus_fingerprint, load_corpus
 from src.retrieval.dense import DenseIndex
+from src.retrieval.dense_settings import DenseSettings
 from src.retrieval.hit import Hit
+from src.retrieval.keys import BACKENDS
 from src.utils.config import plain
 from src.utils.errors import ConfigError
 from src.utils.folders import check_writable, published_folder
 
 log = logging.getLogger(__name__)
-BACKENDS = ("bm25", "dense")
 MANIFEST = "index.json"  # written last into a cache folder; its presence means complete
 # What reading a damaged or half-written index raises: a file cut short (EOFError from numpy,
 # ValueError from json), missing (OSError), or holding the wrong shapes or keys
@@ -76,7 +77,7 @@ class IndexedRetriever:
                 **_settings(bm25, BM25Index.DEFAULTS, "retrieval.bm25")
             )
         else:
-            self.index = DenseIndex(**_settings(dense, DenseIndex.DEFAULTS, "retrieval.dense"))
+            self.index = DenseIndex(DenseSettings.of(plain(dense) or {}, "retrieval=dense"))
         self.builds = 0
         self._documents: list[Document] | None = None
         self._by_id: dict[str, Document] = {}

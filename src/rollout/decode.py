@@ -58,6 +58,21 @@ class Sampling:
         return chain
 
 
+@dataclass(frozen=True)
+class Ending:
+    """Where each row's drawing ends: after `max_new_tokens`, at its first token among
+    `eos_token_ids` (`pad_token_id` follows), or where `stop` says its text is done. Whether
+    every row has ended is asked every `check_every` tokens: by default after every token on
+    the CPU, and every `ENDED_CHECK_EVERY` on a GPU, where each question waits for the device
+    to finish what is queued."""
+
+    max_new_tokens: int
+    eos_token_ids: tuple[int, ...] | list[int]
+    pad_token_id: int
+    stop: Stop | None = None
+    check_every: int | None = None
+
+
 # vocabulary entries per block of the two-level draw
 DRAW_BLOCK = 1024
 
@@ -137,60 +152,42 @@ def decode(
     prompt_ids: Tensor,
     prompt_mask: Tensor,
     group_size: int,
-    max_new_tokens: int,
-    eos_token_ids: list[int],
-    pad_token_id: int,
     sampling: Sampling,
-    ended_check_every: int | None = None,
-    stop: Stop | None = None,
+    ending: Ending,
 ) -> Drawn:
-    """New tokens [B * group_size, <= max_new_tokens] for the B left-padded prompts, rows
-    i*G .. i*G+G-1 continuing prompt i; pad after each row's first EOS. Stops when every row
-    has ended. `steps` (built for B * group_size rows, over a network the caller has put in
-    eval mode) read the prompts once and then one token per row at a time. Whether every row
-    has ended is asked every `ended_check_every` tokens: by default after every token on the
-    CPU, and every `ENDED_CHECK_EVERY` on a GPU, where each question waits for the device to
-    finish what is queued. The tokens drawn past the end are cut, so the tokens returned are
-    the same (the random numbers drawn for them are not given back).
+    """New tokens [B * group_size, <= ending.max_new_tokens] for the B left-padded prompts,
+    rows i*G .. i*G+G-1 continuing prompt i; pad after each row's first EOS. Stops when every
+    row has ended. `steps` (built for B * group_size rows, over a network the caller has put in
+    eval mode) read the prompts once and then one token per row at a time. The tokens drawn
+    past the end are cut, so the tokens returned are the same however often the loop asks
+    whether every row has ended (the random numbers drawn for them are not given back).
 
-    `stop`, asked at the same moments, ends rows as their EOS would, where what they drew says
-    they are done (a multi-turn row at `</search>`): pad follows. It sees every token drawn, so
-    a caller that cuts a row at its stop text gets the tokens it would get without `stop`; only
-    the loop ends sooner when every row has stopped."""
-    logits = steps.prefill(prompt_ids, prompt_mask, group_size, max_new_tokens)
+    `ending.stop`, asked at the same moments, ends rows as their EOS would, where what they
+    drew says they are done (a multi-turn row at `</search>`): pad follows. It sees every token
+    drawn, so a caller that cuts a row at its stop text gets the tokens it would get without
+    `stop`; only the loop ends sooner when every row has stopped."""
+    logits = steps.prefill(prompt_ids, prompt_mask, group_size, ending.max_new_tokens)
     start = Start(
         logits.repeat_interleave(group_size, dim=0),
         prompt_ids.repeat_interleave(group_size, dim=0),  # what repetition penalty reads
         prompt_mask.sum(dim=1, keepdim=True).repeat_interleave(group_size, dim=0),
     )
-    return drawn_after(
-        steps, start, max_new_tokens, eos_token_ids, pad_token_id, sampling, ended_check_every, stop
-    )
+    return drawn_after(steps, start, sampling, ending)
 
 
 @torch.no_grad()
-def decode_rows(
-    steps: Steps,
-    contexts: RowContexts,
-    max_new_tokens: int,
-    eos_token_ids: list[int],
-    pad_token_id: int,
-    sampling: Sampling,
-    stop: Stop | None = None,
-) -> Drawn:
-    """New tokens [R, <= max_new_tokens] after each row's context (`RowContexts`: a prompt
-    shared with other rows, then the row's own tokens), as `decode` draws them after whole
-    prompts; `steps` (built for R rows) read each shared prompt once where they can
+def decode_rows(steps: Steps, contexts: RowContexts, sampling: Sampling, ending: Ending) -> Drawn:
+    """New tokens [R, <= ending.max_new_tokens] after each row's context (`RowContexts`: a
+    prompt shared with other rows, then the row's own tokens), as `decode` draws them after
+    whole prompts; `steps` (built for R rows) read each shared prompt once where they can
     (`Steps.prefill_rows`)."""
-    ids, mask = contexts.full(pad_token_id)
+    ids, mask = contexts.full(ending.pad_token_id)
     start = Start(
-        steps.prefill_rows(contexts, pad_token_id, max_new_tokens),
+        steps.prefill_rows(contexts, ending.pad_token_id, ending.max_new_tokens),
         ids,
         mask.sum(dim=1, keepdim=True),
     )
-    return drawn_after(
-        steps, start, max_new_tokens, eos_token_ids, pad_token_id, sampling, None, stop
-    )
+    return drawn_after(steps, start, sampling, ending)
 
 
 @dataclass(frozen=True)
@@ -204,21 +201,13 @@ class Start:
     position: Tensor
 
 
-def drawn_after(
-    steps: Steps,
-    start: Start,
-    max_new_tokens: int,
-    eos_token_ids: list[int],
-    pad_token_id: int,
-    sampling: Sampling,
-    ended_check_every: int | None = None,
-    stop: Stop | None = None,
-) -> Drawn:
+def drawn_after(steps: Steps, start: Start, sampling: Sampling, ending: Ending) -> Drawn:
     """The decoding loop of `decode` and `decode_rows`, from `start` on."""
     logits, seen, position = start.logits, start.seen, start.position
     device = logits.device
-    check_every = ended_check_every or (1 if device.type == "cpu" else ENDED_CHECK_EVERY)
-    eos = torch.as_tensor(eos_token_ids, device=device)
+    max_new_tokens, pad_token_id, stop = ending.max_new_tokens, ending.pad_token_id, ending.stop
+    check_every = ending.check_every or (1 if device.type == "cpu" else ENDED_CHECK_EVERY)
+    eos = torch.as_tensor(list(ending.eos_token_ids), device=device)
     processors = sampling.processors()
     rows = seen.size(0)
     ended = torch.zeros(rows, dtype=torch.bool, device=device)

@@ -14,10 +14,10 @@ from src.model.fast.probe import device_of
 from src.model.network import DecodedNetwork
 from src.model.precision import computing
 from src.model.steps import RowContexts, Steps
-from src.rollout.decode import Drawn, Sampling, Stop, decode, decode_rows
+from src.rollout.decode import Drawn, Ending, Sampling, Stop, decode, decode_rows
 from src.rollout.rollout import Rollout, completion_mask
-from src.rollout.sampler import check_sampling
-from src.rollout.stops import first_mark, stop_at_marks, stop_texts
+from src.rollout.sampling_settings import SamplingSettings
+from src.rollout.stops import first_mark, stop_at_marks
 
 
 class HFSampler:
@@ -33,27 +33,22 @@ class HFSampler:
     one kept, as an EOS would be."""
 
     def __init__(
-        self,
-        max_completion_length: int,
-        temperature: float = 1.0,
-        top_p: float = 1.0,
-        top_k: int = 0,
-        repetition_penalty: float = 1.0,
-        min_completion_length: int = 0,
-        packed_weights: bool = True,
-        fused_steps: bool = True,
-        stop_strings: list[str] | None = None,
+        self, packed_weights: bool = True, fused_steps: bool = True, **sampling: Any
     ) -> None:
-        check_sampling(max_completion_length, temperature, min_completion_length)
-        self.stop_strings = stop_texts(stop_strings)  # checked as rollout.stop_strings (keys.py)
-        self.max_completion_length = max_completion_length
-        self.min_completion_length = min_completion_length
-        self.temperature = temperature
-        self.top_p = top_p
-        self.top_k = top_k
-        self.repetition_penalty = repetition_penalty
+        """`sampling`: the sampling keys (`SamplingSettings`, checked there), kept as
+        `self.sampling`; the `Sampler` and `TurnSampler` attributes are read from them."""
+        self.sampling = SamplingSettings.of(sampling, "rollout=hf")
+        self.max_completion_length = self.sampling.max_completion_length
+        self.temperature = self.sampling.temperature
+        self.stop_strings = list(self.sampling.stop_strings or ())
         self.packed_weights = packed_weights  # CPU float32: decode with packed, merged weights
         self.fused_steps = fused_steps  # Llama family: our own decoding step (CPU float32, GPU)
+
+    @classmethod
+    def more_keys(cls) -> set[str]:
+        """The `rollout.*` keys its settings object reads (`SamplingSettings`), beyond its
+        named parameters (the settings check's `runs/read_keys.py`)."""
+        return SamplingSettings.more_keys()
 
     def sync(self, lm: DecodedNetwork) -> None:
         """Nothing to do: sampling runs the trained network itself."""
@@ -80,11 +75,8 @@ class HFSampler:
                 input_ids,
                 attention_mask,
                 group_size,
-                max_new_tokens,
-                lm.eos_token_ids,
-                lm.tokenizer.pad_token_id,
                 self._sampling(greedy, max_new_tokens),
-                stop=stop,
+                Ending(max_new_tokens, lm.eos_token_ids, lm.tokenizer.pad_token_id, stop),
             )
 
     @torch.no_grad()
@@ -104,23 +96,21 @@ class HFSampler:
             return decode_rows(
                 steps,
                 contexts,
-                max_new_tokens,
-                lm.eos_token_ids,
-                lm.tokenizer.pad_token_id,
                 self._sampling(greedy, max_new_tokens),
-                stop=stop,
+                Ending(max_new_tokens, lm.eos_token_ids, lm.tokenizer.pad_token_id, stop),
             )
 
     def _sampling(self, greedy: bool, max_new_tokens: int) -> Sampling:
         """How each token is chosen: greedily, or with this sampler's settings."""
         if greedy:
             return Sampling(greedy=True)
+        settings = self.sampling
         return Sampling(
-            temperature=self.temperature,
-            top_p=self.top_p,
-            top_k=self.top_k,
-            repetition_penalty=self.repetition_penalty,
-            min_new_tokens=min(self.min_completion_length, max_new_tokens),
+            temperature=settings.temperature,
+            top_p=settings.top_p,
+            top_k=settings.top_k,
+            repetition_penalty=settings.repetition_penalty,
+            min_new_tokens=min(settings.min_completion_length, max_new_tokens),
         )
 
     @contextlib.contextmanager

@@ -4,7 +4,7 @@ and checks a composed config against them."""
 
 from __future__ import annotations
 
-from src.utils.setting import FLAG, TEXTS, AnyOf, Setting, number, whole
+from src.utils.setting import FLAG, TEXT, TEXTS, AnyOf, Setting, number, whole
 
 # key -> what it may hold; what each means is said beside it in its config
 SETTINGS: dict[str, Setting | AnyOf] = {
@@ -17,4 +17,14 @@ SETTINGS: dict[str, Setting | AnyOf] = {
     "rollout.stop_strings": TEXTS,
     "rollout.fused_steps": FLAG,
     "rollout.packed_weights": FLAG,
+    # the vLLM engine (rollout=vllm)
+    "rollout.gpu_memory_utilization": number(0, 1, above=True),
+    "rollout.tensor_parallel_size": whole(1),
+    "rollout.max_model_len": whole(1, nullable=True),
+    "rollout.enable_prefix_caching": FLAG,
+    "rollout.max_lora_rank": whole(1, nullable=True),
+    "rollout.dtype": TEXT,
+    "rollout.seed": whole(),
+    "rollout.enforce_eager": FLAG,
+    "rollout.sleep_between_rollouts": FLAG,
 }

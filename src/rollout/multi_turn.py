@@ -128,8 +128,6 @@ class MultiTurnSampler:
     def __init__(
         self, turns: TurnSampler, tool: Tool, max_searches: int = 2, tags: Tags | None = None
     ) -> None:
-        if max_searches < 0:
-            raise ValueError(f"policy.max_searches must be >= 0, got {max_searches}")
         self.turns = turns
         self.tool = tool
         self.max_searches = max_searches

@@ -27,20 +27,3 @@ class Sampler(Protocol):
         optimizer step. A sampler that runs the network itself (hf) has nothing to do; one
         with its own copy of the weights (vLLM) loads the adapter or the weights here."""
         ...
-
-
-def check_sampling(
-    max_completion_length: int, temperature: float, min_completion_length: int = 0
-) -> None:
-    """The declared settings every sampler needs: at least one new token, no more forced
-    tokens than allowed ones, and a temperature above 0 (greedy decoding is asked for per
-    call, not by temperature 0)."""
-    if max_completion_length < 1:
-        raise ValueError(f"max_completion_length must be >= 1, got {max_completion_length}")
-    if not 0 <= min_completion_length <= max_completion_length:
-        raise ValueError(
-            f"rollout.min_completion_length must be between 0 and max_completion_length "
-            f"({max_completion_length}), got {min_completion_length}"
-        )
-    if temperature <= 0:
-        raise ValueError(f"temperature must be > 0, got {temperature}; use greedy=True instead")

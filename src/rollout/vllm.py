@@ -39,7 +39,7 @@ from src.model.network import DecodedNetwork
 from src.model.steps import unpadded_prompts
 from src.rollout.engine_settings import EngineSettings
 from src.rollout.rollout import Rollout, pad_rows
-from src.rollout.sampler import check_sampling
+from src.rollout.sampling_settings import SamplingSettings
 from src.utils.distributed import is_distributed
 from src.utils.errors import ConfigError
 
@@ -236,33 +236,26 @@ class VLLMSampler:
     G completions per prompt, in `HFSampler`'s layout, with vLLM's own log-probs of the sampled
     tokens (`Rollout.sampler_logps`)."""
 
-    def __init__(
-        self,
-        max_completion_length: int,
-        temperature: float = 1.0,
-        top_p: float = 1.0,
-        top_k: int = 0,
-        repetition_penalty: float = 1.0,
-        min_completion_length: int = 0,
-        stop_strings: list[str] | None = None,
-        **engine: Any,
-    ) -> None:
-        """The sampling settings are `HFSampler`'s; `engine` holds the config's other
-        `rollout.*` keys, read once into `self.engine` (`EngineSettings`, checked there)."""
-        check_sampling(max_completion_length, temperature, min_completion_length)
-        if stop_strings:
+    @classmethod
+    def more_keys(cls) -> set[str]:
+        """The `rollout.*` keys its settings objects read (`SamplingSettings`, `EngineSettings`;
+        the settings check's `runs/read_keys.py`)."""
+        return SamplingSettings.more_keys() | EngineSettings.more_keys()
+
+    def __init__(self, **keys: Any) -> None:
+        """`keys`: the config's `rollout.*` keys: the sampling ones, `HFSampler`'s, read once
+        into `self.sampling` (`SamplingSettings`), the others into `self.engine`
+        (`EngineSettings`), each checked there."""
+        self.sampling = SamplingSettings.taken_from(keys)
+        if self.sampling.stop_strings:
             raise ConfigError(
                 "rollout.stop_strings is served by rollout=hf only (the engine returns token "
                 "ids without their text); use rollout=hf or set rollout.stop_strings=null"
             )
-        self.engine = EngineSettings.of(engine)
+        self.engine = EngineSettings.of(keys, "rollout=vllm")
         check_vllm_usable()
-        self.max_completion_length = max_completion_length
-        self.min_completion_length = min_completion_length
-        self.temperature = temperature
-        self.top_p = top_p
-        self.top_k = top_k
-        self.repetition_penalty = repetition_penalty
+        self.max_completion_length = self.sampling.max_completion_length
+        self.temperature = self.sampling.temperature
         self.llm: Any = None  # the vLLM engine, made by the first `sample`
         self._engine_model: str | None = None  # the base it was made from
         self._engine_lora = False  # whether it serves LoRA adapters
@@ -326,15 +319,17 @@ class VLLMSampler:
             if greedy
             else {
                 "temperature": self.temperature,
-                "top_p": self.top_p,
-                "top_k": self.top_k if self.top_k > 0 else -1,  # -1: all tokens, in every version
-                "repetition_penalty": self.repetition_penalty,
+                "top_p": self.sampling.top_p,
+                "top_k": self.sampling.top_k
+                if self.sampling.top_k > 0
+                else -1,  # -1: all tokens, in every version
+                "repetition_penalty": self.sampling.repetition_penalty,
             }
         )
         return vllm.SamplingParams(
             n=n,
             max_tokens=self.max_completion_length,
-            min_tokens=0 if greedy else self.min_completion_length,
+            min_tokens=0 if greedy else self.sampling.min_completion_length,
             stop_token_ids=list(lm.eos_token_ids),
             logprobs=0,
             detokenize=False,  # the texts are decoded with the network's tokenizer

@@ -22,7 +22,7 @@ SHOWN = 400  # characters of a prompt or a plan shown in the report
 def dry_run(parts: RunParts, network: PolicyNetwork) -> dict[str, float]:
     """One rollout of the first training batch, scored, with log-probs taken (no gradient);
     prints the report and returns its figures (mean reward, seconds per phase)."""
-    rows = parts.datamodule.train_rows[: parts.datamodule.batch_size]
+    rows = parts.datamodule.train_rows[: parts.datamodule.settings.batch_size]
     group_size = parts.algo.group_size
     with phase_timer() as timer:
         episode = run_episode(network, parts.sampler, parts.policy, parts.reward, rows, group_size)

@@ -31,7 +31,9 @@ def settle_max_steps(cfg: DictConfig, datamodule: PromptDataModule, algo: AlgoSe
         if epochs:
             log.info("trainer.max_steps=%s is set: epochs=%s is not used", steps, epochs)
         return int(steps)
-    rollouts = math.ceil(float(epochs) * len(datamodule.train_rows) / datamodule.batch_size)
+    rollouts = math.ceil(
+        float(epochs) * len(datamodule.train_rows) / datamodule.settings.batch_size
+    )
     steps = rollouts * algo.num_iterations
     with open_dict(cfg):
         cfg.trainer.max_steps = steps
@@ -40,7 +42,7 @@ def settle_max_steps(cfg: DictConfig, datamodule: PromptDataModule, algo: AlgoSe
         "Run length: %s epochs of %d training rows in batches of %d = %d steps",
         epochs,
         len(datamodule.train_rows),
-        datamodule.batch_size,
+        datamodule.settings.batch_size,
         steps,
     )
     return steps

@@ -93,7 +93,7 @@ def unseen_role(
     """The role that scores the unseen split (`data.unseen`): the policy's, searching that
     split's own textbook (`data.unseen.corpus`) where it retrieves, with `overrides` (an eval
     head's policy settings); and its sampler (a searching role's own)."""
-    corpus = datamodule.unseen_corpus
+    corpus = datamodule.settings.unseen_corpus
     if corpus is not None and not retrieves(cfg):
         raise ConfigError(
             f"data.unseen.corpus={corpus} is set but policy={cfg.policy._target_} retrieves "

@@ -44,7 +44,8 @@ def check_read_keys(cfg: DictConfig, sections: tuple[str, ...] = BUILT) -> None:
 @runtime_checkable
 class ReadsMoreKeys(Protocol):
     """A part that takes any keyword and hands some to its own settings object (the rewriter's
-    `RewriterSettings`): the keys it reads beyond its and its bases' named parameters."""
+    `RewriterSettings`, `load_causal_lm`'s `ModelSettings`): the keys it reads beyond its and
+    its bases' named parameters."""
 
     @classmethod
     def more_keys(cls) -> set[str]:
@@ -55,19 +56,21 @@ class ReadsMoreKeys(Protocol):
 def target_parameters(target: str) -> set[str] | None:
     """The keyword parameters the target takes: a function's own, or a class's along its
     chain of `__init__`s (one that takes any keyword hands them on to its base's), with the
-    more a `ReadsMoreKeys` class reads; None where it takes any keyword to the end of the chain
-    or cannot be read (building it then says what is wrong)."""
+    more a `ReadsMoreKeys` target reads (a function declares them as its `more_keys`); None
+    where it takes any keyword to the end of the chain without declaring what it reads, or
+    cannot be read (building it then says what is wrong)."""
     try:
         found: Any = get_object(target)
     except Exception:  # an unknown target: Hydra's own error names it when the part is built
         return None
     chain = (
-        [cls.__init__ for cls in found.__mro__ if "__init__" in vars(cls)]
+        [cls.__init__ for cls in found.__mro__ if "__init__" in vars(cls) and cls is not object]
         if isinstance(found, type)
         else [found]
     )
     kinds = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
-    names = found.more_keys() if isinstance(found, ReadsMoreKeys) else set()
+    declares = isinstance(found, ReadsMoreKeys)
+    names = found.more_keys() if declares else set()
     for function in chain:
         try:
             parameters = inspect.signature(function).parameters
@@ -76,7 +79,7 @@ def target_parameters(target: str) -> set[str] | None:
         names |= {name for name, p in parameters.items() if p.kind in kinds and name != "self"}
         if not any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters.values()):
             return names
-    return None
+    return names if declares else None
 
 
 def check_added_keys(overrides: list[str] | None = None) -> None:

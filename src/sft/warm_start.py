@@ -83,7 +83,7 @@ def warm_start(
         enable_model_summary=False,
     )
     train_loader = step_loader(train_rows, sft.batch_size, sft.max_steps, cfg.seed)
-    check_loader = held_out_loader(check_rows, datamodule.eval_batch_size)
+    check_loader = held_out_loader(check_rows, datamodule.settings.eval_batch_size)
     log.info("SFT warm start: up to %d steps on %d rows", sft.max_steps, len(train_rows))
     trainer.fit(module, train_loader, check_loader)
     summary = {"steps": trainer.global_step, "eval_reward": module.last_eval_reward}

@@ -8,15 +8,19 @@ from __future__ import annotations
 import math
 import re
 import string
-from dataclasses import dataclass
-from typing import Any
+from collections.abc import Mapping
+from dataclasses import MISSING, dataclass, fields
+from typing import Any, ClassVar, TypeVar
+
+from src.utils.errors import ConfigError
 
 INDEX_TEXT = re.compile(r"\s*\d+\s*(,\s*\d+\s*)*,?\s*")  # "0,1" or "0,": device indices
 
 
 @dataclass(frozen=True)
 class Setting:
-    """What one key may hold: a `kind` (`int`, `float`, `bool`, `str`; `template`, a text that
+    """What one key may hold: a `kind` (`int`, `float`, `bool`, `str`; `mark`, a non-empty text
+    that may be blank, such as a line's end; `template`, a text that
     `str.format` can fill; `texts`, a list of non-empty texts; `indices`, device indices as a
     list or as text with commas; `config`, an object's config with `_target_`), an inclusive
     range (`low`, `high`; `above` makes `low` exclusive, `below` makes `high`
@@ -41,6 +45,7 @@ class Setting:
                 "float": "a number",
                 "bool": "true or false",
                 "str": "a text",
+                "mark": "a non-empty text (a line's end counts)",
                 "texts": "a list of non-empty texts, such as [END] or ['\\n']",
                 "template": "a text whose every { closes a {field} (a brace itself is {{ or }})",
                 "indices": "device indices (a list, or text such as 0,1)",
@@ -67,6 +72,8 @@ class Setting:
             return isinstance(value, bool)
         if self.kind == "str":
             return isinstance(value, str) and (self.blank or bool(value.strip()))
+        if self.kind == "mark":
+            return isinstance(value, str) and value != ""
         if self.kind == "template":
             return isinstance(value, str) and (self.blank or bool(value.strip())) and formats(value)
         if self.kind == "texts":
@@ -139,4 +146,57 @@ OPTIONAL_TEXT = Setting("str", nullable=True)
 TEMPLATE = Setting("template")  # a prompt filled with str.format: its braces must pair
 OPTIONAL_TEMPLATE = Setting("template", nullable=True)
 TEXTS = Setting("texts", nullable=True)  # a list of texts (a bare text is refused, not split)
-ANY_TEXT = Setting("str", blank=True)  # a template part or prefix that may be empty
+ANY_TEXT = Setting("str", blank=True)
+MARK = Setting(
+    "mark"
+)  # a tag searched for in a text: empty would match anywhere  # a template part or prefix that may be empty
+
+
+D = TypeVar("D", bound="Declared")
+
+
+class Declared:
+    """The base of a part's settings object: a frozen dataclass whose every field is the key
+    `SECTION.field` of the part's declared table (`TABLE`, its folder's keys.py), built once
+    from the config's keys and checked there against that declaration, one line per wrong
+    value. The parts take the object and read its fields; none checks a value again."""
+
+    SECTION: ClassVar[str]
+    TABLE: ClassVar[Mapping[str, Setting | AnyOf]]
+
+    def __post_init__(self) -> None:
+        for field in fields(self):  # type: ignore[arg-type]
+            key = f"{self.SECTION}.{field.name}"
+            setting = self.TABLE.get(key)
+            value = getattr(self, field.name)
+            if setting is not None and not setting.accepts(value):
+                raise ConfigError(f"{key} must be {setting.allowed()}, got {value!r}")
+
+    @classmethod
+    def taken_from(cls: type[D], keys: dict[str, Any]) -> D:
+        """The settings among `keys`, removed from it (what is left is for another part); a
+        missing required key is named."""
+        mine = {f.name: keys.pop(f.name) for f in fields(cls) if f.name in keys}  # type: ignore[arg-type]
+        for f in fields(cls):  # type: ignore[arg-type]
+            if f.name not in mine and f.default is MISSING and f.default_factory is MISSING:
+                raise ConfigError(f"{cls.SECTION}.{f.name} is needed; set it in the config")
+        return cls(**mine)
+
+    @classmethod
+    def of(cls: type[D], keys: dict[str, Any], part: str) -> D:
+        """The settings from `keys`, every one of which must be a field: an unknown key is
+        named with `part` (what reads them) and the keys it knows."""
+        known = {f.name for f in fields(cls)}  # type: ignore[arg-type]
+        unknown = sorted(set(keys) - known)
+        if unknown:
+            raise ConfigError(
+                f"{cls.SECTION}.{unknown[0]} is not a setting of {part}; its settings are "
+                f"{', '.join(sorted(known))}"
+            )
+        return cls.taken_from(dict(keys))
+
+    @classmethod
+    def more_keys(cls) -> set[str]:
+        """Its fields: the keys a part that takes any keyword reads through it (the settings
+        check's `runs/read_keys.py`)."""
+        return {f.name for f in fields(cls)}  # type: ignore[arg-type]

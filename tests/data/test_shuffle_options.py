@@ -118,5 +118,5 @@ def test_an_oracle_share_marks_that_share_of_training_draws_and_leaves_the_deal_
 
 @pytest.mark.parametrize("share", [-0.1, 1.5])
 def test_an_oracle_share_outside_0_to_1_is_named(tmp_path: Path, share: float) -> None:
-    with pytest.raises(ConfigError, match=r"data.oracle_share must be between 0 and 1"):
+    with pytest.raises(ConfigError, match=r"data.oracle_share must be a number in \[0, 1\]"):
         module(tmp_path, shuffle=False, oracle_share=share)

@@ -48,7 +48,7 @@ def test_the_split_by_kind_leaves_no_kind_in_both_halves(tmp_path: Path) -> None
     assert kinds(module.unseen_rows) == {"valve", "stone"}
     assert not kinds(module.unseen_rows) & seen
     assert module.split_rows("unseen") == module.unseen_rows
-    assert module.unseen_corpus == "textbook.jsonl"
+    assert module.settings.unseen_corpus == "textbook.jsonl"
     assert module.held_out_splits() == ["validation", "unseen"]
     assert len(module.val_dataloader()) == 2
     assert module.report["unseen_rows"] == 9

@@ -106,7 +106,7 @@ def decoded_both_ways(
     through its modules (`ModuleSteps`) and through the steps `fast(network, rows)` builds,
     each from seed 3."""
     from src.model.steps import ModuleSteps
-    from src.rollout.decode import decode
+    from src.rollout.decode import Ending, decode
 
     batch = lm.encode_prompts(["What is 12 + 30?\nAnswer:", "Hi"])
     network = lm.network.eval()
@@ -120,10 +120,8 @@ def decoded_both_ways(
                     batch["input_ids"],
                     batch["attention_mask"],
                     group_size,
-                    new_tokens,
-                    lm.eos_token_ids,
-                    lm.tokenizer.pad_token_id,
                     sampling,
+                    Ending(new_tokens, lm.eos_token_ids, lm.tokenizer.pad_token_id),
                 ).tokens
             )
     finally:

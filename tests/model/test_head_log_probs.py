@@ -8,7 +8,7 @@ import torch.nn.functional as F
 
 from src.model import head_log_probs as module
 from src.model.causal_lm import target_log_probs
-from src.model.head_log_probs import head_log_probs
+from src.model.head_log_probs import Head, head_log_probs
 
 
 @pytest.fixture(params=[4, 11, 4096], ids=["blocks-of-4", "one-exact-block", "one-block"])
@@ -51,7 +51,7 @@ def test_chunked_head_gives_the_full_logits_values_and_gradients(
     for t in (hidden, weight, offset):
         if t is not None:
             t.grad = None
-    ours, entropy = head_log_probs(hidden, weight, offset, targets, temperature, True, chunk)
+    ours, entropy = head_log_probs(hidden, Head(weight, offset, temperature), targets, True, chunk)
     (ours * weights).sum().backward()
     found = [t.grad for t in (hidden, weight, offset) if t is not None and t.grad is not None]
     assert len(found) == len(expected) == (1 if frozen else 3 if bias else 2)
@@ -65,7 +65,7 @@ def test_chunked_head_gives_the_full_logits_values_and_gradients(
 def test_a_frozen_head_gets_no_gradient_and_no_entropy_is_made_unasked():
     hidden, weight, _, targets = inputs(False)
     weight = weight.detach()
-    logps, entropy = head_log_probs(hidden, weight, None, targets, chunk=22)
+    logps, entropy = head_log_probs(hidden, Head(weight), targets, chunk=22)
     logps.sum().backward()
     assert entropy is None and weight.grad is None and hidden.grad is not None
 
@@ -77,7 +77,7 @@ def test_gradcheck_in_float64(vocab_block):
     targets = torch.randint(0, 7, (2, 3), generator=generator)
 
     def logps(h, w):  # float32 inside, so compare with a float32 tolerance
-        return head_log_probs(h, w, None, targets, 0.9, chunk=14)[0].double()
+        return head_log_probs(h, Head(w, None, 0.9), targets, chunk=14)[0].double()
 
     assert torch.autograd.gradcheck(logps, (hidden, weight), eps=1e-3, atol=1e-3, rtol=1e-2)
 
@@ -88,7 +88,7 @@ def test_a_frozen_heads_gradient_made_in_the_forward_scales_with_the_upstream_gr
     no gradient at that position."""
     hidden, weight, _, targets = inputs(False, seed=4)
     weight = weight.detach()
-    logps, _ = head_log_probs(hidden, weight, None, targets, chunk=22)
+    logps, _ = head_log_probs(hidden, Head(weight), targets, chunk=22)
     scale = torch.rand(3, 5)
     scale[1, 2] = 0.0
     (grad,) = torch.autograd.grad((logps * scale).sum(), hidden, retain_graph=True)
@@ -107,13 +107,17 @@ def test_masked_positions_are_skipped_and_the_rest_is_unchanged(frozen, vocab_bl
         offset.requires_grad_(False)
     mask = torch.tensor([[1, 1, 1, 0, 0], [1, 1, 1, 1, 1], [1, 0, 0, 0, 0]])
     weights = torch.rand(3, 5) * mask  # a loss that masks the padding, as every loss does
-    plain, plain_entropy = head_log_probs(hidden, weight, offset, targets, 0.7, True, chunk=22)
+    plain, plain_entropy = head_log_probs(
+        hidden, Head(weight, offset, 0.7), targets, True, chunk=22
+    )
     (plain * weights).sum().backward()
     trained = [t for t in (hidden, weight, offset) if t.requires_grad]
     expected = [t.grad.clone() for t in trained]
     for t in trained:
         t.grad = None
-    ours, entropy = head_log_probs(hidden, weight, offset, targets, 0.7, True, chunk=22, mask=mask)
+    ours, entropy = head_log_probs(
+        hidden, Head(weight, offset, 0.7), targets, True, chunk=22, mask=mask
+    )
     (ours * weights).sum().backward()
     scored = mask.bool()
     assert torch.equal(ours[~scored], torch.zeros(int((~scored).sum())))
@@ -127,9 +131,9 @@ def test_masked_positions_are_skipped_and_the_rest_is_unchanged(frozen, vocab_bl
 
 def test_a_mask_of_ones_takes_the_plain_path():
     hidden, weight, _, targets = inputs(False)
-    plain, _ = head_log_probs(hidden.detach(), weight.detach(), None, targets)
+    plain, _ = head_log_probs(hidden.detach(), Head(weight.detach()), targets)
     ours, _ = head_log_probs(
-        hidden.detach(), weight.detach(), None, targets, mask=torch.ones(3, 5, dtype=torch.long)
+        hidden.detach(), Head(weight.detach()), targets, mask=torch.ones(3, 5, dtype=torch.long)
     )
     assert torch.equal(ours, plain)
 
@@ -145,7 +149,7 @@ def test_a_block_whose_largest_logit_comes_late_rescales_what_was_summed(tempera
     weight[9] = 200.0
     hidden = torch.tensor([[[1.0], [0.5], [-1.0]]])
     targets = torch.tensor([[9, 2, 0]])
-    ours, entropy = head_log_probs(hidden, weight, None, targets, temperature, True)
+    ours, entropy = head_log_probs(hidden, Head(weight, None, temperature), targets, True)
     full, full_entropy = target_log_probs(F.linear(hidden, weight), targets, temperature, True)
     assert torch.isfinite(ours).all() and ours[0, 0] > -1e-6
     assert (ours - full).abs().max() < 1e-5
@@ -166,7 +170,7 @@ def test_a_bfloat16_head_scores_its_rounded_logits_in_float32(frozen, monkeypatc
     full.sum().backward()
     expected = [t.grad.clone() for t in (hidden, weight) if t.grad is not None]
     hidden.grad = weight.grad = None
-    ours, entropy = head_log_probs(hidden, weight, None, targets, 1.0, True, chunk=100)
+    ours, entropy = head_log_probs(hidden, Head(weight), targets, True, chunk=100)
     ours.sum().backward()
     found = [t.grad for t in (hidden, weight) if t.grad is not None]
     assert ours.dtype == torch.float32 and len(found) == len(expected) == (1 if frozen else 2)

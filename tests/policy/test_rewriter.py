@@ -378,7 +378,7 @@ def test_the_gold_rank_is_read_deeper_than_the_documents_read(tmp_path, lora_lm)
 
 
 def test_a_rank_depth_below_one_is_refused(tmp_path):
-    with pytest.raises(ConfigError, match="policy.rank_depth must be >= 1"):
+    with pytest.raises(ConfigError, match="policy.rank_depth must be a whole number >= 1"):
         make_rewriter(tmp_path, rank_depth=0)
 
 
@@ -613,7 +613,7 @@ def test_the_rewriters_settings_are_read_once_from_the_flat_keys():
     for key, value, words in (
         ("query_source", "questions", "policy.query_source must be one of"),
         ("answer_mode", "vote", "policy.answer_mode must be one of"),
-        ("frozen_batch_size", 0, "policy.frozen_batch_size must be >= 1"),
+        ("frozen_batch_size", 0, "policy.frozen_batch_size must be a whole number >= 1"),
     ):
         with pytest.raises(ConfigError, match=words):
             RewriterSettings("p", "a", "c", "m", **{key: value})

@@ -40,7 +40,7 @@ ROW = {**ROW, "answer_text": "vitamin C"}
 
 def test_the_outcome_is_the_last_answers_letter_and_the_searches_are_counted():
     role = Searcher(retriever=Shelf(), k=1)
-    info = role.information
+    info = role.settings.information
     read = info.format(text="[1] vitamin C: Scurvy: perifollicular hemorrhage.")
     searched = f"I should look. <search>vitamin C deficiency</search>{read}<answer>B</answer>"
     misled = (
@@ -102,7 +102,9 @@ def test_each_turn_shows_what_was_written_its_query_and_the_ids_it_read():
         {"wrote": "Not sure. <search>rickets</search>", "query": "rickets", "passages": ["d2"]},
         {"wrote": "<answer>B</answer>"},
     ]
-    unasked = "<search>scurvy</search>" + role.information.format(text="") + "<answer>A</answer>"
+    unasked = (
+        "<search>scurvy</search>" + role.settings.information.format(text="") + "<answer>A</answer>"
+    )
     role.response_prefix = ""
     (detail,) = role.outcomes([unasked], [ROW]).details
     assert detail["turns"][0] == {
@@ -119,7 +121,7 @@ def test_the_queries_are_what_the_sampler_searched():
     """A turn that opens two search tags searched the text after the last one (`query_of`);
     `queries` reports that query, and a closing tag with no passages after it searched nothing."""
     role = Searcher(retriever=Shelf(), k=1)
-    info = role.information
+    info = role.settings.information
     completion = (
         f"<search>scurvy <search>vitamin C</search>{info.format(text='')}"
         "<answer>A</answer> and </search>"
@@ -167,7 +169,7 @@ def test_the_tool_forgets_the_oldest_queries_past_its_memory():
 def test_the_tool_inserts_the_top_passages_and_a_blank_query_finds_nothing():
     shelf = Shelf()
     role = Searcher(retriever=shelf, k=2)
-    info = role.information.format
+    info = role.settings.information.format
     assert role.search_tool()(["Rickets in a child", "  "], ["", ""]) == [
         info(text="[1] vitamin D: Rickets: bowed legs."),
         info(text=""),
@@ -178,13 +180,14 @@ def test_the_tool_inserts_the_top_passages_and_a_blank_query_finds_nothing():
 @pytest.mark.parametrize(
     ("setting", "message"),
     [
-        ({"k": 0}, "policy.k must be >= 1"),
-        ({"max_searches": -1}, "policy.max_searches must be >= 0"),
+        ({"k": 0}, "policy.k must be a whole number >= 1"),
+        ({"max_searches": -1}, "policy.max_searches must be a whole number >= 0"),
         ({"information": "<information></information>"}, "policy.information must hold {text}"),
-        ({"search_close": ""}, "policy.search_close must not be empty"),
+        ({"search_close": ""}, "policy.search_close must be a non-empty text"),
         ({"answer_as": "text"}, "policy.answer_as must be one of"),
         ({"reader_template": "Answer:"}, "policy.reader_template must hold {passages}"),
-        ({"frozen_batch_size": 0}, "policy.frozen_batch_size must be >= 1"),
+        ({"frozen_batch_size": 0}, "policy.frozen_batch_size must be a whole number >= 1"),
+        ({"max_query_tokens": 0}, "policy.max_query_tokens must be a whole number >= 1 or null"),
     ],
 )
 def test_bad_settings_are_named(setting, message):
@@ -226,7 +229,7 @@ def test_plain_rag_searches_the_question_first_as_if_the_policy_had():
     passages = "[1] vitamin C: Scurvy: perifollicular hemorrhage."
     assert prompt.endswith(
         "<search>Vitamin C and bleeding gums?</search>"
-        + role.information.format(text=passages)
+        + role.settings.information.format(text=passages)
         + "<answer>"
     )  # the response prefix after the search
     outcome = role.outcomes(["B</answer>"], [row])
@@ -357,7 +360,7 @@ def test_a_deeper_rank_places_the_gold_passage_the_search_did_not_insert():
     (detail,) = role.outcomes([completion], [ROW]).details
     assert detail["gold_reciprocal_rank"] == 0.5 and detail["gold_in_information"] == 0.0
     assert Searcher(retriever=shelf, k=1).tool.depth == 1  # by default: the passages read
-    with pytest.raises(ConfigError, match="policy.rank_depth must be >= 0"):
+    with pytest.raises(ConfigError, match="policy.rank_depth must be a whole number >= 1"):
         Searcher(retriever=shelf, rank_depth=-1)
 
 

@@ -11,10 +11,18 @@ from omegaconf import OmegaConf
 
 from src.recipes.char_diffusion.encoder import PAD
 from src.recipes.char_diffusion.judge_network import CharJudge, load_char_judge
-from src.recipes.char_diffusion.judge_stage import Corrupted, JudgeModule, char_targets, train_judge
+from src.recipes.char_diffusion.judge_stage import (
+    Corrupted,
+    JudgeLoss,
+    JudgeModule,
+    Schedule,
+    char_targets,
+    train_judge,
+)
 from src.utils.errors import ConfigError
 
 SHAPE = {"max_length": 8, "hidden_size": 16, "num_layers": 1, "num_heads": 2}
+SCHEDULE = Schedule(torch.optim.AdamW, max_steps=10, warmup_steps=1)
 
 
 def judge(**settings) -> CharJudge:
@@ -89,7 +97,7 @@ def test_the_character_loss_joins_the_window_loss_with_its_weight():
     losses = {}
     for weight in (0.0, 2.0):
         scorer = judge(sees_mask=True, char_head=True).train()
-        module = JudgeModule(scorer, corrupted, torch.optim.AdamW, 10, 1, 0, char_loss=weight)
+        module = JudgeModule(scorer, corrupted, SCHEDULE, 0, JudgeLoss(char_loss=weight))
         module.log = lambda *args, **kwargs: None
         losses[weight] = module.training_step(rows, 0)
     scorer = judge(sees_mask=True, char_head=True)
@@ -111,10 +119,8 @@ def test_without_the_window_loss_or_the_real_windows_only_the_fills_characters_c
     rows = [{"text": "the cat", "masked": "the c█t"}, {"text": "a dog", "masked": "a █og"}]
     corrupted = Fixed(["the cot", "a fog"], ["the c█t", "a █og"])
     scorer = judge(sees_mask=True, char_head=True).train()
-    module = JudgeModule(
-        scorer, corrupted, torch.optim.AdamW, 10, 1, 0,
-        char_loss=1.0, window_loss=0.0, char_on_real=False,
-    )  # fmt: skip
+    loss = JudgeLoss(char_loss=1.0, window_loss=0.0, char_on_real=False)
+    module = JudgeModule(scorer, corrupted, SCHEDULE, 0, loss)
     module.log = lambda *args, **kwargs: None
     loss = module.training_step(rows, 0)
     texts = ["the cat", "a dog", "the cot", "a fog"]

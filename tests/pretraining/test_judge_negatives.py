@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from src.recipes.char_diffusion.infill import restored
-from src.recipes.char_diffusion.judge_stage import Corruptor, swapped
+from src.recipes.char_diffusion.judge_stage import Corruptor, Fills, Masking, swapped
 from src.recipes.char_diffusion.network import load_char_diffusion
 from src.recipes.char_diffusion.windows import CharWindowDataModule
 from src.utils.errors import ConfigError
@@ -30,12 +30,14 @@ def generator(seed: int = 0):
     return network.eval()
 
 
-def corruptor(data, temperatures, weights, **more) -> Corruptor:
+def corruptor(
+    data, temperatures, weights, replay_temperatures=None, sees_mask=False, **more
+) -> Corruptor:
     pretrained = generator()
     generators = {"generated": [pretrained], "early": [pretrained], "replay": [generator(1)]}
-    return Corruptor(
-        generators, temperatures, 0.95, data.remasked, "█", weights, max_swaps=3, **more
-    )
+    fills = Fills(temperatures, 0.95, replay_temperatures=replay_temperatures)
+    masking = Masking(data.remasked, "█", sees_mask)
+    return Corruptor(generators, fills, masking, weights, 3, **more)
 
 
 @pytest.mark.parametrize("kind", ["generated", "early", "swapped", "replay"])
@@ -90,10 +92,10 @@ def test_better_as_real_labels_fills_that_restore_more_than_the_greedy_fill_real
         return data.remasked(row, random.Random(row["text"]))
 
     def build(temperatures, **more):
+        fills, masking = Fills(temperatures, 0.95), Masking(remask, "█")
         return Corruptor(
-            {"generated": [generator()]}, temperatures, 0.95, remask, "█", {"generated": 1.0}, 3,
-            **more,
-        )  # fmt: skip
+            {"generated": [generator()]}, fills, masking, {"generated": 1.0}, 3, **more
+        )
 
     texts, weights, labels, _ = build([1.0], worse_only=True, better_as_real=True).corrupt_weighted(
         rows, random.Random(0)

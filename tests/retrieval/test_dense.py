@@ -10,6 +10,7 @@ import torch
 from src.model.embedding import PACKAGED_MINILM, SentenceEmbedder, embedding_model_folder
 from src.retrieval.corpus import Document
 from src.retrieval.dense import DenseIndex
+from src.retrieval.dense_settings import DenseSettings
 from src.retrieval.retriever import IndexedRetriever
 
 pytestmark = pytest.mark.skipif(
@@ -28,7 +29,9 @@ CORPUS = [
 
 @pytest.fixture(scope="module")
 def index() -> DenseIndex:
-    built = DenseIndex(batch_size=2, device="cpu")  # batches of 2: padding must not matter
+    built = DenseIndex(
+        DenseSettings(batch_size=2, device="cpu")
+    )  # batches of 2: padding must not matter
     built.build(CORPUS)
     return built
 
@@ -46,12 +49,12 @@ def test_k_is_capped_and_saved_embeddings_give_the_same_hits(index, tmp_path):
     index.save(tmp_path)
     assert torch.load(tmp_path / "embeddings.pt").shape == (5, 384)
     assert json.loads((tmp_path / "ids.json").read_text()) == [d.id for d in CORPUS]
-    loaded = DenseIndex(device="cpu")
+    loaded = DenseIndex(DenseSettings(device="cpu"))
     loaded.load(tmp_path, CORPUS)
     assert loaded.search(["blood pump"], k=10) == index.search(["blood pump"], k=10)
     assert len(loaded.search(["blood pump"], k=10)[0]) == 5
     with pytest.raises(ValueError, match="other documents"):
-        DenseIndex(device="cpu").load(tmp_path, CORPUS[:4])
+        DenseIndex(DenseSettings(device="cpu")).load(tmp_path, CORPUS[:4])
 
 
 def test_pooling_and_normalisation_options():

@@ -159,6 +159,12 @@ def test_bad_settings_are_config_errors_naming_the_key(tmp_path):
         IndexedRetriever(bm25={"k3": 1.0}, cache_dir=str(tmp_path))
     with pytest.raises(ConfigError, match="retrieval.k"):
         IndexedRetriever(k=0, cache_dir=str(tmp_path))
+    with pytest.raises(
+        ConfigError, match=r"retrieval.dense.pool is not a setting of retrieval=dense"
+    ):
+        IndexedRetriever(backend="dense", dense={"pool": "cls"}, cache_dir=str(tmp_path))
+    with pytest.raises(ConfigError, match=r"retrieval.dense.pooling must be one of mean, cls"):
+        IndexedRetriever(backend="dense", dense={"pooling": "max"}, cache_dir=str(tmp_path))
 
 
 def test_documents_and_lookup_by_id(tmp_path):
@@ -196,7 +202,7 @@ def test_the_bm25_config_builds_a_retriever_over_the_sample(tmp_path):
 def test_the_dense_configs_compose_and_build_without_loading_a_model(tmp_path, name):
     built = build(compose_retrieval(name, tmp_path))
     assert built.backend == "dense" and built.builds == 0
-    assert built.index.pooling == ("cls" if name == "medcpt" else "mean")
+    assert built.index.encoding.pooling == ("cls" if name == "medcpt" else "mean")
 
 
 @pytest.mark.skipif(

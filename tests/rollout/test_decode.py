@@ -10,7 +10,7 @@ from transformers import DynamicCache
 from src.model.causal_lm import CausalLM
 from src.model.hf_cache import CACHE
 from src.model.steps import ModuleSteps
-from src.rollout.decode import Sampling, decode, draw
+from src.rollout.decode import Ending, Sampling, decode, draw
 from src.rollout.hf import HFSampler
 
 PROMPTS = ["What is 12 + 30?\nAnswer:", "Hi", "A longer prompt, left-padded less."]
@@ -30,10 +30,8 @@ def run(lm: CausalLM, sampling: Sampling, group_size: int = 2, new: int = 12) ->
             ids,
             mask,
             group_size,
-            new,
-            lm.eos_token_ids,
-            lm.tokenizer.pad_token_id,
             sampling,
+            Ending(new, lm.eos_token_ids, lm.tokenizer.pad_token_id),
         ).tokens
     finally:
         lm.network.train()
@@ -97,7 +95,7 @@ class EndsAfter(torch.nn.Module):
 def test_decoding_stops_when_every_row_has_ended_and_pads_after_eos() -> None:
     ids, mask = torch.ones(2, 3, dtype=torch.long), torch.ones(2, 3, dtype=torch.long)
     tokens = decode(
-        ModuleSteps(EndsAfter(3)), ids, mask, 2, 10, [5], 0, Sampling(greedy=True)
+        ModuleSteps(EndsAfter(3)), ids, mask, 2, Sampling(greedy=True), Ending(10, [5], 0)
     ).tokens
     assert tokens.tolist() == [[2, 2, 5]] * 4
 
@@ -113,11 +111,11 @@ def test_a_stop_ends_rows_as_eos_would_and_the_loop_when_all_have_ended() -> Non
         return torch.tensor([drawn.size(1) >= row + 2 for row in range(drawn.size(0))])
 
     tokens = decode(
-        ModuleSteps(EndsAfter(10)), ids, mask, 2, 12, [5], 0, Sampling(greedy=True)
+        ModuleSteps(EndsAfter(10)), ids, mask, 2, Sampling(greedy=True), Ending(12, [5], 0)
     ).tokens
     assert tokens.tolist() == [[2] * 9 + [5]] * 2
     tokens = decode(
-        ModuleSteps(EndsAfter(10)), ids, mask, 2, 12, [5], 0, Sampling(greedy=True), stop=stop
+        ModuleSteps(EndsAfter(10)), ids, mask, 2, Sampling(greedy=True), Ending(12, [5], 0, stop)
     ).tokens
     assert tokens.tolist() == [[2, 2, 0], [2, 2, 2]]
     assert asked == [[True, True], [True, True], [False, True]]  # only rows still going
@@ -131,10 +129,8 @@ def test_min_new_tokens_suppresses_eos(forced: int) -> None:
         ids,
         mask,
         1,
-        10,
-        [5],
-        0,
         Sampling(greedy=True, min_new_tokens=forced),
+        Ending(10, [5], 0),
     ).tokens
     assert tokens[0, :forced].tolist() == [2] * forced
     assert tokens.size(1) == min(forced + 1, 10)
@@ -158,8 +154,10 @@ def test_asking_whether_rows_ended_less_often_returns_the_same_tokens(
     ids, mask = torch.ones(2, 3, dtype=torch.long), torch.ones(2, 3, dtype=torch.long)
     sampling = Sampling(greedy=True, min_new_tokens=forced)
     steps = ModuleSteps(EndsAfter(3))
-    each = decode(steps, ids, mask, 2, 12, [5], 0, sampling, ended_check_every=1).tokens
-    fewer = decode(ModuleSteps(EndsAfter(3)), ids, mask, 2, 12, [5], 0, sampling, every).tokens
+    each = decode(steps, ids, mask, 2, sampling, Ending(12, [5], 0, check_every=1)).tokens
+    fewer = decode(
+        ModuleSteps(EndsAfter(3)), ids, mask, 2, sampling, Ending(12, [5], 0, check_every=every)
+    ).tokens
     assert each.size(1) == (3 if forced == 0 else forced + 1)
     assert torch.equal(each, fewer)
 
@@ -176,11 +174,8 @@ def test_rows_that_never_end_keep_every_token_when_asked_less_often(tiny_lm: Cau
             ids,
             mask,
             2,
-            12,
-            tiny_lm.eos_token_ids,
-            tiny_lm.tokenizer.pad_token_id,
             Sampling(min_new_tokens=12),
-            ended_check_every=5,
+            Ending(12, tiny_lm.eos_token_ids, tiny_lm.tokenizer.pad_token_id, check_every=5),
         ).tokens
     finally:
         tiny_lm.network.train()

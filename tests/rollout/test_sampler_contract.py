@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import importlib.machinery
 import importlib.util
-import inspect
 import sys
 import types
 from pathlib import Path
@@ -19,6 +18,7 @@ from src.model.causal_lm import CausalLM, load_causal_lm
 from src.model.tiny import byte_level_tokenizer
 from src.rollout.engine_settings import EngineSettings
 from src.rollout.rollout import Rollout
+from src.rollout.sampling_settings import SamplingSettings
 from src.rollout.vllm import (
     VLLMSampler,
     adapter_enabled,
@@ -138,19 +138,21 @@ def test_the_vllm_config_composes_on_any_machine(make_cfg):
     assert rollout._target_ == "src.rollout.vllm.VLLMSampler"
     assert rollout.max_completion_length == 7 and rollout.dtype == "float32"
     assert rollout.gpu_memory_utilization == 0.3 and rollout.max_model_len is None
-    sampling = set(inspect.signature(VLLMSampler).parameters) - {"engine"}
+    sampling = SamplingSettings.more_keys()
     keys = {k: v for k, v in plain(rollout).items() if k != "_target_" and k not in sampling}
-    engine = EngineSettings.of(keys)  # every other key of the config is an engine setting
+    engine = EngineSettings.of(keys, "rollout=vllm")  # every other key is an engine setting
     assert engine.dtype == "float32" and engine.enable_prefix_caching
 
 
 def test_the_engine_settings_name_a_bad_key():
-    with pytest.raises(ConfigError, match="rollout.gpu_memory_utilization must be in"):
-        EngineSettings.of({"gpu_memory_utilization": 1.5})
-    with pytest.raises(ConfigError, match="rollout.max_lora_rank must be >= 1"):
-        EngineSettings.of({"max_lora_rank": 0})
+    with pytest.raises(
+        ConfigError, match=r"rollout.gpu_memory_utilization must be a number in \(0"
+    ):
+        EngineSettings.of({"gpu_memory_utilization": 1.5}, "rollout=vllm")
+    with pytest.raises(ConfigError, match="rollout.max_lora_rank must be a whole number >= 1"):
+        EngineSettings.of({"max_lora_rank": 0}, "rollout=vllm")
     with pytest.raises(ConfigError, match="rollout.gpu_memory is not a setting of rollout=vllm"):
-        EngineSettings.of({"gpu_memory": 0.5})
+        EngineSettings.of({"gpu_memory": 0.5}, "rollout=vllm")
 
 
 # ---- the pure parts, on CPU ----

@@ -25,7 +25,7 @@ def test_every_key_is_accepted_or_refused_in_one_line(task, tmp_path):
     for key in found:  # a typed key refuses a text where a number belongs, or the reverse
         if key in tables:
             setting = tables[key]
-            wrong = {"str": 1.5, "template": "{unclosed"}.get(setting.kind, "abc")
+            wrong = {"str": 1.5, "mark": 1.5, "template": "{unclosed"}.get(setting.kind, "abc")
             wrong = "abc" if setting.choices else wrong
             assert verdict(raw, key, wrong) == "refused", key
     assert sum(counts["refused"] for counts in found.values()) > 0

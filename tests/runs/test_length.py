@@ -40,7 +40,7 @@ def test_a_preset_sets_the_size_and_epochs_become_steps(
 ):
     cfg, data = settled(make_cfg, f"preset={preset}")
     steps = math.ceil(epochs * MATH_TRAIN_ROWS / batch_size)
-    assert (cfg.epochs, data.batch_size) == (epochs, batch_size)
+    assert (cfg.epochs, data.settings.batch_size) == (epochs, batch_size)
     assert cfg.trainer.max_steps == steps and data.num_batches == steps
     assert cfg.algo.scheduler.num_training_steps == steps  # the schedule follows
     assert cfg.trainer.val_check_interval == min(60, steps)

@@ -22,7 +22,7 @@ from torch import Tensor, nn
 
 from src.model.fast import onednn
 from src.model.fast.probe import largest_difference, probe_input
-from src.model.head_log_probs import head_log_probs
+from src.model.head_log_probs import Head, head_log_probs
 from src.model.hf_cache import CACHE, returned_cache
 from src.model.positions import position_ids
 
@@ -66,16 +66,8 @@ def chunked_log_probs(
     if head is None:
         raise ValueError("chunked_log_probs needs a network whose head is a plain nn.Linear")
     product = onednn.product if onednn.is_routed(head) else F.linear
-    return head_log_probs(
-        hidden,
-        head.weight,
-        head.bias,
-        targets,
-        temperature,
-        with_entropy,
-        product=product,
-        mask=mask,
-    )
+    chunked = Head(head.weight, head.bias, temperature, product)
+    return head_log_probs(hidden, chunked, targets, with_entropy, mask=mask)
 
 
 @torch.no_grad()

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import logging
 from pathlib import Path
+from typing import Any
 
 import torch
 from torch import Tensor, nn
@@ -34,6 +35,15 @@ from src.utils.errors import ConfigError
 log = logging.getLogger(__name__)
 KIND = "char_judge"
 SCORES = ("window", "characters")  # what `CharJudge.score` returns
+# the judge's encoder: its sizes and dropout, and their defaults
+JUDGE_SHAPE: dict[str, Any] = {
+    "max_length": 64,
+    "hidden_size": 128,
+    "num_layers": 2,
+    "num_heads": 4,
+    "intermediate_size": 512,
+    "dropout": 0.1,
+}
 
 
 class CharJudge(nn.Module):
@@ -41,18 +51,17 @@ class CharJudge(nn.Module):
     with `char_head`, each character's state -> logit of "the text's own character"."""
 
     def __init__(
-        self,
-        max_length: int = 64,
-        hidden_size: int = 128,
-        num_layers: int = 2,
-        num_heads: int = 4,
-        intermediate_size: int = 512,
-        dropout: float = 0.1,
-        sees_mask: bool = False,
-        char_head: bool = False,
-        score: str = "window",
+        self, sees_mask: bool = False, char_head: bool = False, score: str = "window", **shape: Any
     ) -> None:
+        """`shape`: the encoder's sizes and dropout (`JUDGE_SHAPE` names them, and their
+        defaults)."""
         super().__init__()
+        unknown = sorted(set(shape) - set(JUDGE_SHAPE))
+        if unknown:
+            raise ConfigError(
+                f"stages.judge.train.model.{unknown[0]} is not a setting of the judge; its "
+                f"settings are {', '.join([*JUDGE_SHAPE, 'sees_mask', 'char_head', 'score'])}"
+            )
         for key, value in (("sees_mask", sees_mask), ("char_head", char_head)):
             if not isinstance(value, bool):
                 raise ConfigError(
@@ -68,14 +77,8 @@ class CharJudge(nn.Module):
                 "needs stages.judge.train.model.sees_mask=true and stages.judge.train.char_loss "
                 "above 0 (which trains the character head)"
             )
-        encoder = {
-            "max_length": max_length,
-            "hidden_size": hidden_size,
-            "num_layers": num_layers,
-            "num_heads": num_heads,
-            "intermediate_size": intermediate_size,
-            "dropout": dropout,
-        }
+        encoder = {**JUDGE_SHAPE, **shape}
+        hidden_size = encoder["hidden_size"]
         self.settings = {**encoder, "sees_mask": sees_mask, "char_head": char_head, "score": score}
         self.sees_mask = sees_mask
         self.scored_by = score

@@ -45,9 +45,11 @@ from src.recipes.char_diffusion.judge_network import CharJudge, load_char_judge
 from src.recipes.char_diffusion.masked_lm import EARLY
 from src.recipes.char_diffusion.network import CharDiffusionNetwork, load_char_diffusion
 from src.recipes.char_diffusion.sampler import CharDiffusionSampler
+from src.recipes.char_diffusion.settings import SETTINGS
 from src.recipes.char_diffusion.windows import CharWindowDataModule
 from src.utils.config import build
 from src.utils.errors import ConfigError
+from src.utils.setting import Declared
 
 log = logging.getLogger(__name__)
 KINDS = ("generated", "early", "swapped", "replay")
@@ -63,43 +65,62 @@ class Corrupted(NamedTuple):
     masked: list[str]
 
 
+@dataclass(frozen=True)
+class Fills:
+    """How the generators fill a masked window: at one of `temperatures` (0: greedy) drawn
+    per batch, the replayed policies at `replay_temperatures` (None: the same), with nucleus
+    mass `top_p`, in `denoising_steps` as the GRPO sampler does."""
+
+    temperatures: list[float]
+    top_p: float = 1.0
+    denoising_steps: int = 1
+    replay_temperatures: list[float] | None = None
+
+    def __post_init__(self) -> None:
+        check_temperatures("stages.judge.train.temperatures", self.temperatures)
+        check_temperatures("rounds.replay_temperatures", self.replay_temperatures, nullable=True)
+
+
+@dataclass(frozen=True)
+class Masking:
+    """How windows are masked afresh (`remask`, the datamodule's), the character shown at a
+    masked position, and whether the judge is shown which characters were filled."""
+
+    remask: Callable[[dict[str, Any], random.Random], dict[str, Any]]
+    mask_char: str
+    sees_mask: bool = False
+
+
 class Corruptor:
     """Makes corrupted versions of windows, of the kinds in `weights` (kind -> share); a
-    generated kind fills with one of its `generators`, drawn per batch, in `denoising_steps`
-    as the GRPO sampler does. With `sees_mask`, swapped characters fall inside a fresh mask,
-    which is what the judge is shown as filled."""
+    generated kind fills with one of its `generators`, drawn per batch, as `fills` says. With
+    `masking.sees_mask`, swapped characters fall inside a fresh mask, which is what the judge
+    is shown as filled."""
 
     def __init__(
         self,
         generators: dict[str, list[CharDiffusionNetwork]],
-        temperatures: list[float],
-        top_p: float,
-        remask: Callable[[dict[str, Any], random.Random], dict[str, Any]],
-        mask_char: str,
+        fills: Fills,
+        masking: Masking,
         weights: dict[str, float],
         max_swaps: int,
-        replay_temperatures: list[float] | None = None,
         worse_only: bool = False,
         better_as_real: bool = False,
-        denoising_steps: int = 1,
-        sees_mask: bool = False,
     ) -> None:
-        check_temperatures("stages.judge.train.temperatures", temperatures)
-        check_temperatures("rounds.replay_temperatures", replay_temperatures, nullable=True)
         self.generators = generators
-        self.temperatures = {kind: list(temperatures) for kind in generators}
-        if replay_temperatures is not None:
-            self.temperatures["replay"] = list(replay_temperatures)
-        self.top_p = top_p
-        self.remask = remask
-        self.infill = Infill(mask_char)
+        self.temperatures = {kind: list(fills.temperatures) for kind in generators}
+        if fills.replay_temperatures is not None:
+            self.temperatures["replay"] = list(fills.replay_temperatures)
+        self.top_p = fills.top_p
+        self.denoising_steps = fills.denoising_steps
+        self.remask = masking.remask
+        self.mask_char = masking.mask_char
+        self.sees_mask = masking.sees_mask
+        self.infill = Infill(masking.mask_char)
         self.weights = {kind: share for kind, share in weights.items() if share > 0}
         self.max_swaps = max_swaps
         self.worse_only = worse_only
         self.better_as_real = better_as_real
-        self.denoising_steps = denoising_steps
-        self.sees_mask = sees_mask
-        self.mask_char = mask_char
 
     def corrupt(self, rows: list[dict[str, Any]], rng: random.Random) -> list[str]:
         """One corrupted window per row, each of a kind drawn by `weights`."""
@@ -222,37 +243,54 @@ def swapped(text: str, count: int, rng: random.Random, positions: list[int] | No
     return "".join(chars)
 
 
+@dataclass(frozen=True)
+class Schedule:
+    """How a stage's optimizer runs: `optimizer` (a partial over its settings) for
+    `max_steps`, the learning rate warmed up linearly over `warmup_steps`, then decayed."""
+
+    optimizer: Callable[..., torch.optim.Optimizer]
+    max_steps: int
+    warmup_steps: int
+
+
+@dataclass(frozen=True)
+class JudgeLoss:
+    """The judge's loss: the window loss with weight `window_loss`, the character head's with
+    `char_loss` (the real windows' characters too with `char_on_real`); metrics are named
+    `<name>/...`."""
+
+    name: str = "judge"
+    char_loss: float = 0.0
+    window_loss: float = 1.0
+    char_on_real: bool = True
+
+
 class JudgeModule(L.LightningModule):
     """Weighted binary cross-entropy of real (1) against corrupted windows, half and half; a
     corrupted window's weight and label (0, or 1 for a fill better than the generator's with
-    `better_as_real`) come from `Corruptor.made`; that loss has weight `window_loss`. A judge
-    with a character head adds `char_loss` times the binary cross-entropy of its characters
-    (`char_targets`; the real windows' too with `char_on_real`)."""
+    `better_as_real`) come from `Corruptor.made`; that loss has weight `loss.window_loss`. A
+    judge with a character head adds `loss.char_loss` times the binary cross-entropy of its
+    characters (`char_targets`; the real windows' too with `loss.char_on_real`)."""
 
     def __init__(
         self,
         judge: CharJudge,
         corruptor: Corruptor,
-        optimizer: Callable[..., torch.optim.Optimizer],
-        max_steps: int,
-        warmup_steps: int,
+        schedule: Schedule,
         seed: int,
-        name: str = "judge",
-        char_loss: float = 0.0,
-        window_loss: float = 1.0,
-        char_on_real: bool = True,
+        loss: JudgeLoss = JudgeLoss(),
     ) -> None:
         super().__init__()
-        self.name = name  # metric names: <name>/loss, <name>/val_accuracy_<kind>, ...
+        self.name = loss.name  # metric names: <name>/loss, <name>/val_accuracy_<kind>, ...
         self.judge = judge
         self.corruptor = corruptor
-        self.optimizer_factory = optimizer
-        self.max_steps = max_steps
-        self.warmup_steps = warmup_steps
+        self.optimizer_factory = schedule.optimizer
+        self.max_steps = schedule.max_steps
+        self.warmup_steps = schedule.warmup_steps
         self.seed = seed
-        self.char_loss = char_loss
-        self.window_loss = window_loss
-        self.char_on_real = char_on_real
+        self.char_loss = float(loss.char_loss)
+        self.window_loss = float(loss.window_loss)
+        self.char_on_real = loss.char_on_real
         self.val_scores: dict[str, list[float]] = {}
         self.val_chars: dict[str, list[float]] = {}  # kind -> [right, counted]
         self.last_val: dict[str, float] = {}
@@ -345,11 +383,15 @@ def train_judge(
     """The judge stage (`stages.judge.train`, a partial over its settings): `settings` become
     a checked `JudgeTraining`, which trains the judge into `folder` (as initialised with
     `untrained`, a dry run). Returns what the stage did."""
-    return JudgeTraining(**settings).checked().run(folder, cfg, datamodule, loggers, untrained)
+    return (
+        JudgeTraining.of(settings, "the judge stage")
+        .checked()
+        .run(folder, cfg, datamodule, loggers, untrained)
+    )
 
 
 @dataclass(frozen=True)
-class JudgeTraining:
+class JudgeTraining(Declared):
     """How a judge is trained (`stages.judge.train.*`, each key's comment in
     conf/task/char_diffusion.yaml): `model` its architecture, or `init`'s judge continued,
     against the generator of `cfg.generator_checkpoint`, its early snapshot and the generators
@@ -361,6 +403,9 @@ class JudgeTraining:
     above 0 the judge has a character head, trained with that weight beside the window loss's
     `window_loss` (on the real windows' characters too with `char_on_real`). Metrics are named
     `<name>/...`."""
+
+    SECTION = "stages.judge.train"
+    TABLE = SETTINGS
 
     model: dict[str, Any]
     negatives: dict[str, float]
@@ -429,14 +474,9 @@ class JudgeTraining:
         module = JudgeModule(
             judge,
             self.corruptor(cfg, datamodule, judge),
-            self.optimizer,
-            self.max_steps,
-            self.warmup_steps,
+            Schedule(self.optimizer, self.max_steps, self.warmup_steps),
             cfg.seed,
-            self.name,
-            float(self.char_loss),
-            float(self.window_loss),
-            self.char_on_real,
+            JudgeLoss(self.name, self.char_loss, self.window_loss, self.char_on_real),
         )
         log.info(
             "Char judge: %d steps against %s%s",
@@ -486,19 +526,21 @@ class JudgeTraining:
             "early": [frozen_generator(early) if early.is_dir() else pretrained],
             "replay": [frozen_generator(Path(policy)) for policy in self.replay or []],
         }
-        return Corruptor(
-            generators,
+        fills = Fills(
             self.temperatures,
             float(cfg.rollout.top_p),
-            datamodule.remasked,
-            datamodule.mask_char,
+            int(cfg.rollout.denoising_steps),
+            self.replay_temperatures,
+        )
+        masking = Masking(datamodule.remasked, datamodule.mask_char, judge.sees_mask)
+        return Corruptor(
+            generators,
+            fills,
+            masking,
             self.negatives,
             self.max_swaps,
-            self.replay_temperatures,
             self.worse_only,
             self.better_as_real,
-            int(cfg.rollout.denoising_steps),
-            judge.sees_mask,
         )
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import random
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -21,9 +22,11 @@ from torch import Tensor
 
 from src.pretraining.fit import StageLength, fit_stage, warmup_cosine
 from src.recipes.char_diffusion.network import CharDiffusionNetwork
+from src.recipes.char_diffusion.settings import SETTINGS
 from src.recipes.char_diffusion.windows import CharWindowDataModule
 from src.rollout.rollout import teacher_forced
 from src.utils.config import build
+from src.utils.setting import Declared
 
 log = logging.getLogger(__name__)
 EARLY = "early"  # subfolder: the generator partly trained, whose fills the judge learns to spot
@@ -104,25 +107,39 @@ class MaskedLMModule(L.LightningModule):
         self.val_losses, self.val_accuracies = [], []
 
 
+@dataclass(frozen=True)
+class GeneratorTraining(Declared):
+    """How the generator is pretrained (`stages.generator.train.*`, each key's comment in
+    conf/task/char_diffusion.yaml): `max_steps` batches of `batch_size` windows, `dropout`
+    while it learns, `optimizer` warmed up over `warmup_steps`, held-out checks every
+    `eval_every_n_steps`, its state after `early_step` steps kept."""
+
+    SECTION = "stages.generator.train"
+    TABLE = SETTINGS
+
+    max_steps: int
+    batch_size: int
+    dropout: float
+    optimizer: Callable[..., torch.optim.Optimizer]
+    warmup_steps: int
+    eval_every_n_steps: int
+    early_step: int
+
+
 def pretrain_generator(
     folder: Path,
     cfg: DictConfig,
     datamodule: CharWindowDataModule,
     loggers: list[Any],
     untrained: bool = False,
-    *,
-    max_steps: int,
-    batch_size: int,
-    dropout: float,
-    optimizer: Callable[..., torch.optim.Optimizer],
-    warmup_steps: int,
-    eval_every_n_steps: int,
-    early_step: int,
+    **settings: Any,
 ) -> dict[str, Any]:
-    """Train the generator `cfg.model` describes (fresh weights, `dropout` while it learns)
-    and save it into `folder`,
-    with its state after `early_step` steps in `folder/early`; `untrained` saves it as
-    initialised (a dry run). Returns what the stage did."""
+    """The generator stage (`stages.generator.train`, a partial over its settings, which
+    become a `GeneratorTraining`): train the generator `cfg.model` describes (fresh weights)
+    and save it into `folder`, with its state after `early_step` steps in `folder/early`;
+    `untrained` saves it as initialised (a dry run). Returns what the stage did."""
+    training = GeneratorTraining.of(settings, "the generator stage")
+    max_steps, dropout, early_step = training.max_steps, training.dropout, training.early_step
     network: CharDiffusionNetwork = build(cfg.model, checkpoint=None, dropout=dropout)
     if untrained:
         network.save(folder)
@@ -134,7 +151,13 @@ def pretrain_generator(
             network.save(folder / EARLY)
 
     module = MaskedLMModule(
-        network, datamodule.remasked, optimizer, max_steps, warmup_steps, cfg.seed, snapshot
+        network,
+        datamodule.remasked,
+        training.optimizer,
+        max_steps,
+        training.warmup_steps,
+        cfg.seed,
+        snapshot,
     )
     log.info("Char generator: masked-LM pretraining, %d steps", max_steps)
     steps = fit_stage(
@@ -143,7 +166,7 @@ def pretrain_generator(
         datamodule,
         loggers,
         cfg.trainer.accelerator,
-        StageLength(max_steps, batch_size, eval_every_n_steps, cfg.seed),
+        StageLength(max_steps, training.batch_size, training.eval_every_n_steps, cfg.seed),
     )
     if not (folder / EARLY).exists():  # fewer steps than early_step
         network.save(folder / EARLY)

@@ -178,25 +178,39 @@ def revealed(ids: Tensor, index: Tensor, chars: Tensor, shown: Tensor) -> Tensor
     return out
 
 
+# the generator's architecture, dropout and mask character, and their defaults
+GENERATOR_SHAPE: dict[str, Any] = {
+    "max_length": 64,
+    "hidden_size": 128,
+    "num_layers": 4,
+    "num_heads": 4,
+    "intermediate_size": 512,
+    "dropout": 0.1,
+    "mask_char": "\u2588",
+}
+
+
 def load_char_diffusion(
     checkpoint: str | None = None,
-    max_length: int = 64,
-    hidden_size: int = 128,
-    num_layers: int = 4,
-    num_heads: int = 4,
-    intermediate_size: int = 512,
-    dropout: float = 0.1,
-    mask_char: str = "\u2588",
     seed: int = 0,
     dtype: str = "float32",
     lora: dict[str, Any] | None = None,
     load_in_4bit: bool = False,
     adapter_path: str | None = None,
+    **shape: Any,
 ) -> CharDiffusionNetwork:
     """The generator saved in `checkpoint` (its architecture wins over the one given here),
-    or a freshly initialised one from `seed` when `checkpoint` is None. `lora`, `load_in_4bit`
-    and `adapter_path` are the causal models' keys, accepted so that one call loads either
-    kind, and refused when set."""
+    or a freshly initialised one from `seed` when `checkpoint` is None; `shape` holds its
+    architecture, dropout and mask character (`GENERATOR_SHAPE` names them, and their
+    defaults). `lora`, `load_in_4bit` and `adapter_path` are the causal models' keys,
+    accepted so that one call loads either kind, and refused when set."""
+    unknown = sorted(set(shape) - set(GENERATOR_SHAPE))
+    if unknown:
+        raise ConfigError(
+            f"model.{unknown[0]} is not a setting of model=char_diffusion; its settings are "
+            f"checkpoint, seed, dtype, {', '.join(GENERATOR_SHAPE)}"
+        )
+    shape = {**GENERATOR_SHAPE, **shape}
     if adapter_path:
         raise ConfigError(
             f"model=char_diffusion has no adapters: {adapter_path} cannot load onto it; give a "
@@ -210,22 +224,18 @@ def load_char_diffusion(
     if checkpoint is None:
         with torch.random.fork_rng():
             torch.manual_seed(seed)
-            network = CharDiffusionNetwork(
-                max_length,
-                hidden_size,
-                num_layers,
-                num_heads,
-                intermediate_size,
-                dropout,
-                mask_char,
-            )
+            network = CharDiffusionNetwork(**shape)
         log.info("Char generator: freshly initialised (seed %d)", seed)
     else:
         settings, weights = read_char_model(checkpoint, KIND, "generator_checkpoint")
         # the architecture is the saved one; dropout and the character shown at masked
         # positions (the mask id is the same whatever shows it) are this run's
-        settings.update(dropout=dropout, mask_char=mask_char)
+        settings.update(dropout=shape["dropout"], mask_char=shape["mask_char"])
         network = CharDiffusionNetwork(**settings)
         network.load_state_dict(weights)
         log.info("Char generator: loaded %s", checkpoint)
     return network.to(DTYPES[dtype])
+
+
+# the `model.*` keys it reads through `shape` (the settings check, runs/read_keys.py)
+load_char_diffusion.more_keys = lambda: set(GENERATOR_SHAPE)  # type: ignore[attr-defined]

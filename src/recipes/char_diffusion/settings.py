@@ -5,7 +5,7 @@ allowed)."""
 
 from __future__ import annotations
 
-from src.utils.setting import TEXT, AnyOf, Setting, number, whole
+from src.utils.setting import FLAG, TEXT, AnyOf, Setting, number, whole
 
 SETTINGS: dict[str, Setting | AnyOf] = {
     # the task's data and model
@@ -27,6 +27,23 @@ SETTINGS: dict[str, Setting | AnyOf] = {
     "model.num_layers": whole(1),
     "model.max_length": whole(1),
     "model.dropout": number(0, 1),
+    # the generator's pretraining and the judge's training (the stages)
+    "stages.generator.train.max_steps": whole(1),
+    "stages.generator.train.batch_size": whole(1),
+    "stages.generator.train.dropout": number(0, 1),
+    "stages.generator.train.warmup_steps": whole(0),
+    "stages.generator.train.eval_every_n_steps": whole(1),
+    "stages.generator.train.early_step": whole(0),
+    "stages.judge.train.max_swaps": whole(1),
+    "stages.judge.train.max_steps": whole(1),
+    "stages.judge.train.batch_size": whole(1),
+    "stages.judge.train.warmup_steps": whole(0),
+    "stages.judge.train.eval_every_n_steps": whole(1),
+    "stages.judge.train.worse_only": FLAG,
+    "stages.judge.train.better_as_real": FLAG,
+    "stages.judge.train.from_generator": FLAG,
+    "stages.judge.train.char_on_real": FLAG,
+    "stages.judge.train.name": TEXT,
     # adversarial rounds of a judge
     "rounds.count": whole(1),
     "rounds.stage": TEXT,

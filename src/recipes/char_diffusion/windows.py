@@ -78,10 +78,10 @@ class CharWindowDataModule(PromptDataModule):
                 self.mask_ratio,
                 self.min_span,
                 self.max_span,
-                random.Random(f"{self.seed}:{number}"),
+                random.Random(f"{self.settings.seed}:{number}"),
             )
             rows.append(self.masked_row(original, positions))
-        random.Random(self.seed).shuffle(rows)
+        random.Random(self.settings.seed).shuffle(rows)
         return {"all": rows, "source": str(path)}
 
     def remasked(self, row: dict[str, Any], rng: random.Random) -> dict[str, str]:

@@ -13,14 +13,14 @@ from src.model.fast.decoding import decoding_steps
 from src.model.fast.llama_steps import LlamaSteps
 from src.model.fast.probe import forget_verdicts, standing
 from src.model.steps import ModuleSteps
-from src.rollout.decode import Sampling, decode
+from src.rollout.decode import Ending, Sampling, decode
 from tests.helpers.small_llama import SMALL, prompts, small_llama, with_lora
 
 
 def decoded(network, steps):
     ids, mask = prompts(SMALL["vocab_size"])
     torch.manual_seed(4)
-    return decode(steps, ids, mask, 2, 6, [1], 0, Sampling(min_new_tokens=6)).tokens
+    return decode(steps, ids, mask, 2, Sampling(min_new_tokens=6), Ending(6, [1], 0)).tokens
 
 
 def through_the_chosen_steps(network, caplog):

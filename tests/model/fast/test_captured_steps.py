@@ -11,7 +11,7 @@ from src.model.fast.decoding import decoding_steps
 from src.model.fast.probe import forget_verdicts, standing
 from src.model.fast.static_steps import StaticSteps
 from src.model.steps import ModuleSteps
-from src.rollout.decode import Sampling, decode
+from src.rollout.decode import Ending, Sampling, decode
 from tests.helpers.small_llama import (
     SMALL,
     module_logits,
@@ -59,7 +59,9 @@ def test_replayed_steps_decode_the_modules_tokens():
     runs = []
     for steps in (ModuleSteps(network), CapturedSteps(StaticSteps.of(network, 6))):
         torch.manual_seed(3)
-        runs.append(decode(steps, ids, mask, 3, 20, [1], 0, Sampling(min_new_tokens=20)).tokens)
+        runs.append(
+            decode(steps, ids, mask, 3, Sampling(min_new_tokens=20), Ending(20, [1], 0)).tokens
+        )
     assert runs[0].shape == (6, 20)
     assert torch.equal(runs[0], runs[1])
 

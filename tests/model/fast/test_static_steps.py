@@ -11,7 +11,7 @@ from src.model.fast.decoding import decoding_steps
 from src.model.fast.probe import forget_verdicts, standing
 from src.model.fast.static_steps import StaticSteps
 from src.model.steps import ModuleSteps
-from src.rollout.decode import Sampling, decode
+from src.rollout.decode import Ending, Sampling, decode
 from tests.helpers.small_llama import (
     SERVED,
     SMALL,
@@ -105,10 +105,12 @@ def test_static_steps_are_probed_and_a_wrong_one_is_turned_away(caplog, monkeypa
     ids, mask = prompts(SMALL["vocab_size"])
     with caplog.at_level(logging.WARNING), decoding_steps(network, 4, static=True) as steps:
         assert not isinstance(steps, StaticSteps)
-        fallback = decode(steps, ids, mask, 2, 6, [1], 0, Sampling(greedy=True)).tokens
+        fallback = decode(steps, ids, mask, 2, Sampling(greedy=True), Ending(6, [1], 0)).tokens
     assert not standing("static_steps", network).proven
     assert "fast path static_steps disagrees" in caplog.text
-    modules = decode(ModuleSteps(network), ids, mask, 2, 6, [1], 0, Sampling(greedy=True)).tokens
+    modules = decode(
+        ModuleSteps(network), ids, mask, 2, Sampling(greedy=True), Ending(6, [1], 0)
+    ).tokens
     assert torch.equal(fallback, modules)
     forget_verdicts()
 

@@ -1,0 +1,56 @@
+"""The data's settings (`data.*` in conf/data/): which rows are read, how many are held out and
+how they are batched. Built once from the config's keys and checked against their declaration
+(`src/data/keys.py`); the datamodule reads the fields."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from src.data.keys import SETTINGS
+from src.utils.errors import ConfigError
+from src.utils.setting import Declared
+
+UNSEEN_KEYS = ("path", "corpus")  # what data.unseen may hold
+
+
+@dataclass(frozen=True)
+class DataSettings(Declared):
+    """Each field is the `data.<field>` key of the same name; its comment in conf/data/*.yaml
+    says what it does. `unseen` is `{path, corpus}` or empty (no unseen split). `num_batches`
+    and `rounds_per_step` follow the trainer's and algo's keys, which are checked there."""
+
+    SECTION = "data"
+    TABLE = SETTINGS
+
+    path: str | None = None
+    val_path: str | None = None
+    required_fields: tuple[str, ...] = ("question", "answer")
+    val_size: int = 256
+    max_val_rows: int | None = None
+    batch_size: int = 16
+    eval_batch_size: int = 64
+    num_batches: int | None = 1000
+    seed: int = 0
+    rounds_per_step: int = 1
+    shuffle_options: bool = False
+    oracle_share: float = 0.0
+    unseen: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "required_fields", tuple(self.required_fields or ()))
+        object.__setattr__(self, "unseen", dict(self.unseen or {}))
+        super().__post_init__()
+        unknown = sorted(set(self.unseen) - set(UNSEEN_KEYS))
+        if unknown:
+            raise ConfigError(f"data.unseen: unknown key(s) {unknown}; known: path, corpus")
+
+    @property
+    def unseen_path(self) -> str | None:
+        """The unseen split's file (None: no unseen split)."""
+        return self.unseen.get("path")
+
+    @property
+    def unseen_corpus(self) -> str | None:
+        """The textbook the unseen split's rows are searched in."""
+        return self.unseen.get("corpus")
