@@ -224,6 +224,7 @@ def test_a_run_that_fails_is_marked_failed(make_cfg, tmp_path):
     assert run.data.params["model.name_or_path"].endswith("missing_model")  # the record survives
 
 
+@pytest.mark.slow  # two steps on a 4-bit base on the CPU: 8-10 s, beside the 4-bit loading test
 def test_four_bit_lora_spelling(make_cfg):
     cfg = make_cfg("hardware=[4bit,lora]", "algo.kl_beta=0.04")
     assert cfg.model.load_in_4bit and cfg.model.lora.r == 16

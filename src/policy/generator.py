@@ -5,10 +5,10 @@ from __future__ import annotations
 from typing import Any
 
 from src.model.network import PolicyNetwork
+from src.policy.keys import SETTINGS
 from src.policy.role import Outcomes
 from src.utils.errors import ConfigError
-
-CHAT_TEMPLATE_CHOICES = (True, False, "auto")  # policy.use_chat_template
+from src.utils.setting import checked
 
 
 class TemplateFieldError(ConfigError, KeyError):
@@ -40,10 +40,7 @@ class Generator:
         examples: list[dict[str, str]] | None = None,
         response_prefix: str = "",
     ) -> None:
-        if use_chat_template not in CHAT_TEMPLATE_CHOICES:
-            raise ConfigError(
-                f"policy.use_chat_template must be true, false or auto, got {use_chat_template!r}"
-            )
+        checked(SETTINGS, "policy.use_chat_template", use_chat_template)
         for number, example in enumerate(examples or []):
             if set(example) != {"user", "assistant"}:
                 raise ConfigError(

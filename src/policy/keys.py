@@ -4,7 +4,6 @@ what is searched and read. Each key's type, range and choices, beside the code t
 
 from __future__ import annotations
 
-from src.policy.generator import CHAT_TEMPLATE_CHOICES
 from src.utils.setting import (
     ANY_TEXT,
     FLAG,
@@ -19,6 +18,7 @@ from src.utils.setting import (
     whole,
 )
 
+CHAT_TEMPLATE_CHOICES = (True, False, "auto")  # policy.use_chat_template
 QUERY_SOURCES = ("rewriter", "question", "question_options", "expanded", "expanded_options")
 ANSWER_MODES = ("likelihood", "generate")
 ANSWER_FORMS = ("letter", "option")  # what the searcher's answer tag holds

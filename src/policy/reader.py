@@ -13,10 +13,12 @@ from typing import Any
 
 from src.model.network import PolicyNetwork
 from src.policy.generator import Generator
+from src.policy.keys import SETTINGS
 from src.policy.role import Outcomes
 from src.retrieval.hit import documents_text
 from src.retrieval.retriever import Retriever
 from src.utils.errors import ConfigError
+from src.utils.setting import checked
 
 log = logging.getLogger(__name__)
 
@@ -34,8 +36,7 @@ class Reader(Generator):
         **generator: Any,
     ) -> None:
         super().__init__(**generator)
-        if k < 1:
-            raise ConfigError(f"policy.k must be >= 1, got {k}")
+        checked(SETTINGS, "policy.k", k)
         self.retriever = retriever
         self.k = k
         self.query_field = query_field

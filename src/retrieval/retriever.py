@@ -15,10 +15,11 @@ from src.retrieval.corpus import SAMPLE_CORPUS, Document, corpus_fingerprint, lo
 from src.retrieval.dense import DenseIndex
 from src.retrieval.dense_settings import DenseSettings
 from src.retrieval.hit import Hit
-from src.retrieval.keys import BACKENDS
+from src.retrieval.keys import SETTINGS
 from src.utils.config import plain
 from src.utils.errors import ConfigError
 from src.utils.folders import check_writable, published_folder
+from src.utils.setting import checked
 
 log = logging.getLogger(__name__)
 MANIFEST = "index.json"  # written last into a cache folder; its presence means complete
@@ -61,13 +62,8 @@ class IndexedRetriever:
         bm25: dict[str, Any] | None = None,
         dense: dict[str, Any] | None = None,
     ) -> None:
-        if backend not in BACKENDS:
-            raise ConfigError(
-                f"retrieval.backend={backend!r} is not a retrieval backend; choose one of "
-                f"{', '.join(BACKENDS)}"
-            )
-        if not isinstance(k, int) or isinstance(k, bool) or k < 1:
-            raise ConfigError(f"retrieval.k={k!r} must be a positive integer")
+        checked(SETTINGS, "retrieval.backend", backend)
+        checked(SETTINGS, "retrieval.k", k)
         self.corpus_path = Path(corpus) if corpus is not None else SAMPLE_CORPUS
         self.backend = backend
         self.k = k

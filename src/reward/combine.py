@@ -10,12 +10,13 @@ from typing import Any, NamedTuple, Protocol, runtime_checkable
 import torch
 from torch import Tensor
 
+from src.reward.keys import SETTINGS
 from src.utils.errors import ConfigError, UserError
+from src.utils.setting import checked
 
 log = logging.getLogger(__name__)
 
 RewardFunction = Callable[[list[str], list[dict[str, Any]]], list[float]]
-ON_ERROR = ("raise", "zero")
 
 
 @runtime_checkable
@@ -84,8 +85,7 @@ class CombinedReward:
             raise ConfigError(
                 f"reward.weights names functions that do not exist: {sorted(unknown)}"
             )
-        if on_error not in ON_ERROR:
-            raise ConfigError(f"reward.on_error must be one of {ON_ERROR}, got {on_error!r}")
+        checked(SETTINGS, "reward.on_error", on_error)
         self.functions = dict(functions)
         self.weights = {name: float(weights.get(name, 1.0)) for name in self.functions}
         self.on_error = on_error

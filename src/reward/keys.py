@@ -4,8 +4,9 @@ function's fields. Each key's type, range and choices, beside the code that read
 
 from __future__ import annotations
 
-from src.reward.combine import ON_ERROR
 from src.utils.setting import OPTIONAL_TEXT, TEXT, AnyOf, Setting, choice, number, whole
+
+ON_ERROR = ("raise", "zero")  # what a failing reward function does
 
 # key -> what it may hold; what each means is said beside it in its config
 SETTINGS: dict[str, Setting | AnyOf] = {

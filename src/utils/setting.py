@@ -20,7 +20,8 @@ INDEX_TEXT = re.compile(r"\s*\d+\s*(,\s*\d+\s*)*,?\s*")  # "0,1" or "0,": device
 @dataclass(frozen=True)
 class Setting:
     """What one key may hold: a `kind` (`int`, `float`, `bool`, `str`; `mark`, a non-empty text
-    that may be blank, such as a line's end; `template`, a text that
+    that may be blank, such as a line's end; `mask`, one character outside printable ASCII;
+    `template`, a text that
     `str.format` can fill; `texts`, a list of non-empty texts; `indices`, device indices as a
     list or as text with commas; `config`, an object's config with `_target_`), an inclusive
     range (`low`, `high`; `above` makes `low` exclusive, `below` makes `high`
@@ -46,6 +47,7 @@ class Setting:
                 "bool": "true or false",
                 "str": "a text",
                 "mark": "a non-empty text (a line's end counts)",
+                "mask": "one character outside printable ASCII (the text's alphabet)",
                 "texts": "a list of non-empty texts, such as [END] or ['\\n']",
                 "template": "a text whose every { closes a {field} (a brace itself is {{ or }})",
                 "indices": "device indices (a list, or text such as 0,1)",
@@ -74,6 +76,8 @@ class Setting:
             return isinstance(value, str) and (self.blank or bool(value.strip()))
         if self.kind == "mark":
             return isinstance(value, str) and value != ""
+        if self.kind == "mask":
+            return isinstance(value, str) and len(value) == 1 and not (" " <= value <= "~")
         if self.kind == "template":
             return isinstance(value, str) and (self.blank or bool(value.strip())) and formats(value)
         if self.kind == "texts":
@@ -146,13 +150,22 @@ OPTIONAL_TEXT = Setting("str", nullable=True)
 TEMPLATE = Setting("template")  # a prompt filled with str.format: its braces must pair
 OPTIONAL_TEMPLATE = Setting("template", nullable=True)
 TEXTS = Setting("texts", nullable=True)  # a list of texts (a bare text is refused, not split)
-ANY_TEXT = Setting("str", blank=True)
-MARK = Setting(
-    "mark"
-)  # a tag searched for in a text: empty would match anywhere  # a template part or prefix that may be empty
+ANY_TEXT = Setting("str", blank=True)  # a template part or prefix that may be empty
+MARK = Setting("mark")  # a tag searched for in a text: empty would match anywhere
+MASK = Setting("mask")  # the character a masked position shows, never one of the text's
 
 
 D = TypeVar("D", bound="Declared")
+
+
+def checked(table: Mapping[str, Setting | AnyOf], key: str, value: Any) -> Any:
+    """`value`, where `key`'s declaration in `table` accepts it (or none declares it); else
+    `ConfigError` in the settings check's words. A part built outside a config (a test, a
+    script) is held to the declaration this way, never to a second check of its own."""
+    setting = table.get(key)
+    if setting is not None and not setting.accepts(value):
+        raise ConfigError(f"{key} must be {setting.allowed()}, got {value!r}")
+    return value
 
 
 class Declared:
@@ -166,11 +179,7 @@ class Declared:
 
     def __post_init__(self) -> None:
         for field in fields(self):  # type: ignore[arg-type]
-            key = f"{self.SECTION}.{field.name}"
-            setting = self.TABLE.get(key)
-            value = getattr(self, field.name)
-            if setting is not None and not setting.accepts(value):
-                raise ConfigError(f"{key} must be {setting.allowed()}, got {value!r}")
+            checked(self.TABLE, f"{self.SECTION}.{field.name}", getattr(self, field.name))
 
     @classmethod
     def taken_from(cls: type[D], keys: dict[str, Any]) -> D:

@@ -128,6 +128,7 @@ def test_lora_reference_is_the_base_model(tmp_path, tiny_lm):
     assert torch.allclose(reloaded.log_probs(rollout)[0], adapted, atol=1e-4)
 
 
+@pytest.mark.slow  # bitsandbytes' 4-bit layers on the CPU: 15-20 s
 def test_four_bit_loading_with_lora(tiny_lm):
     pytest.importorskip("bitsandbytes")
     lm = load_causal_lm(

@@ -68,7 +68,9 @@ def test_examples_become_chat_turns():
 
 
 def test_bad_settings_are_named():
-    with pytest.raises(ValueError, match="use_chat_template must be true, false or auto"):
+    with pytest.raises(
+        ValueError, match="policy.use_chat_template must be one of True, False, auto"
+    ):
         Generator(use_chat_template="yes")
     with pytest.raises(ValueError, match=r"policy.examples\[0\] must have exactly the keys"):
         Generator(examples=[{"question": "q", "answer": "a"}])

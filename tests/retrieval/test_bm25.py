@@ -91,5 +91,7 @@ def test_an_unknown_repeated_terms_setting_is_refused_in_one_line():
 
     from src.utils.errors import ConfigError
 
-    with pytest.raises(ConfigError, match="retrieval.bm25.repeated_terms='twice'"):
+    with pytest.raises(
+        ConfigError, match="retrieval.bm25.repeated_terms must be one of once, count, got 'twice'"
+    ):
         BM25Index(repeated_terms="twice")

@@ -59,6 +59,7 @@ def open_run(uri: str, barrier: multiprocessing.synchronize.Barrier, results: di
         results[multiprocessing.current_process().name] = f"{type(error).__name__}: {error}"
 
 
+@pytest.mark.slow  # processes started together on one store: 7-10 s
 def test_runs_of_a_new_experiment_opened_together_on_a_new_store_all_start(tmp_path: Path) -> None:
     uri = f"sqlite:///{tmp_path}/mlflow.db"
     context = multiprocessing.get_context("spawn")

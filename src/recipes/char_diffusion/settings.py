@@ -5,17 +5,17 @@ allowed)."""
 
 from __future__ import annotations
 
-from src.utils.setting import FLAG, TEXT, AnyOf, Setting, number, whole
+from src.utils.setting import FLAG, MASK, TEXT, AnyOf, Setting, number, whole
 
 SETTINGS: dict[str, Setting | AnyOf] = {
     # the task's data and model
-    "data.window": whole(1),
+    "data.window": whole(2),
     "data.mask_ratio": number(0, 1, above=True, below=True),
     "data.min_span": whole(1),
     "data.max_span": whole(1),
-    "data.mask_char": TEXT,
-    "model.mask_char": TEXT,
-    "policy.mask_char": TEXT,
+    "data.mask_char": MASK,
+    "model.mask_char": MASK,
+    "policy.mask_char": MASK,
     "data.source.seed": whole(),
     "model.seed": whole(),
     "data.source.low": whole(),
