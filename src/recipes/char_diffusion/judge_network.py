@@ -16,6 +16,7 @@ window's fills by the characters they get right rather than by how real the whol
 from __future__ import annotations
 
 import logging
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -30,20 +31,29 @@ from src.recipes.char_diffusion.encoder import (
     read_char_model,
     save_char_model,
 )
+from src.recipes.char_diffusion.settings import SETTINGS
 from src.utils.errors import ConfigError
+from src.utils.setting import Declared
 
 log = logging.getLogger(__name__)
 KIND = "char_judge"
 SCORES = ("window", "characters")  # what `CharJudge.score` returns
-# the judge's encoder: its sizes and dropout, and their defaults
-JUDGE_SHAPE: dict[str, Any] = {
-    "max_length": 64,
-    "hidden_size": 128,
-    "num_layers": 2,
-    "num_heads": 4,
-    "intermediate_size": 512,
-    "dropout": 0.1,
-}
+
+
+@dataclass(frozen=True)
+class JudgeShape(Declared):
+    """The judge's encoder: its sizes and dropout, each field the
+    `stages.judge.train.model.<field>` key of its name."""
+
+    SECTION = "stages.judge.train.model"
+    TABLE = SETTINGS
+
+    max_length: int = 64
+    hidden_size: int = 128
+    num_layers: int = 2
+    num_heads: int = 4
+    intermediate_size: int = 512
+    dropout: float = 0.1
 
 
 class CharJudge(nn.Module):
@@ -53,15 +63,9 @@ class CharJudge(nn.Module):
     def __init__(
         self, sees_mask: bool = False, char_head: bool = False, score: str = "window", **shape: Any
     ) -> None:
-        """`shape`: the encoder's sizes and dropout (`JUDGE_SHAPE` names them, and their
-        defaults)."""
+        """`shape`: the encoder's sizes and dropout (`JudgeShape`, checked there)."""
         super().__init__()
-        unknown = sorted(set(shape) - set(JUDGE_SHAPE))
-        if unknown:
-            raise ConfigError(
-                f"stages.judge.train.model.{unknown[0]} is not a setting of the judge; its "
-                f"settings are {', '.join([*JUDGE_SHAPE, 'sees_mask', 'char_head', 'score'])}"
-            )
+        encoder = asdict(JudgeShape.of(shape, "the judge"))
         for key, value in (("sees_mask", sees_mask), ("char_head", char_head)):
             if not isinstance(value, bool):
                 raise ConfigError(
@@ -77,7 +81,6 @@ class CharJudge(nn.Module):
                 "needs stages.judge.train.model.sees_mask=true and stages.judge.train.char_loss "
                 "above 0 (which trains the character head)"
             )
-        encoder = {**JUDGE_SHAPE, **shape}
         hidden_size = encoder["hidden_size"]
         self.settings = {**encoder, "sees_mask": sees_mask, "char_head": char_head, "score": score}
         self.sees_mask = sees_mask

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import copy
 import logging
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -32,7 +33,9 @@ from src.recipes.char_diffusion.encoder import (
     read_char_model,
     save_char_model,
 )
+from src.recipes.char_diffusion.settings import SETTINGS
 from src.utils.errors import ConfigError
+from src.utils.setting import Declared
 
 log = logging.getLogger(__name__)
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
@@ -178,16 +181,22 @@ def revealed(ids: Tensor, index: Tensor, chars: Tensor, shown: Tensor) -> Tensor
     return out
 
 
-# the generator's architecture, dropout and mask character, and their defaults
-GENERATOR_SHAPE: dict[str, Any] = {
-    "max_length": 64,
-    "hidden_size": 128,
-    "num_layers": 4,
-    "num_heads": 4,
-    "intermediate_size": 512,
-    "dropout": 0.1,
-    "mask_char": "\u2588",
-}
+@dataclass(frozen=True)
+class GeneratorShape(Declared):
+    """The generator's architecture, dropout and the character its masked positions show:
+    the `model.*` keys of model=char_diffusion beside the loading ones, each field the key of
+    its name (its comment in conf/model/char_diffusion.yaml)."""
+
+    SECTION = "model"
+    TABLE = SETTINGS
+
+    max_length: int = 64
+    hidden_size: int = 128
+    num_layers: int = 4
+    num_heads: int = 4
+    intermediate_size: int = 512
+    dropout: float = 0.1
+    mask_char: str = "\u2588"
 
 
 def load_char_diffusion(
@@ -201,16 +210,10 @@ def load_char_diffusion(
 ) -> CharDiffusionNetwork:
     """The generator saved in `checkpoint` (its architecture wins over the one given here),
     or a freshly initialised one from `seed` when `checkpoint` is None; `shape` holds its
-    architecture, dropout and mask character (`GENERATOR_SHAPE` names them, and their
-    defaults). `lora`, `load_in_4bit` and `adapter_path` are the causal models' keys,
-    accepted so that one call loads either kind, and refused when set."""
-    unknown = sorted(set(shape) - set(GENERATOR_SHAPE))
-    if unknown:
-        raise ConfigError(
-            f"model.{unknown[0]} is not a setting of model=char_diffusion; its settings are "
-            f"checkpoint, seed, dtype, {', '.join(GENERATOR_SHAPE)}"
-        )
-    shape = {**GENERATOR_SHAPE, **shape}
+    architecture, dropout and mask character (`GeneratorShape`, checked there). `lora`,
+    `load_in_4bit` and `adapter_path` are the causal models' keys, accepted so that one call
+    loads either kind, and refused when set."""
+    built = GeneratorShape.of(shape, "model=char_diffusion")
     if adapter_path:
         raise ConfigError(
             f"model=char_diffusion has no adapters: {adapter_path} cannot load onto it; give a "
@@ -224,13 +227,13 @@ def load_char_diffusion(
     if checkpoint is None:
         with torch.random.fork_rng():
             torch.manual_seed(seed)
-            network = CharDiffusionNetwork(**shape)
+            network = CharDiffusionNetwork(**asdict(built))
         log.info("Char generator: freshly initialised (seed %d)", seed)
     else:
         settings, weights = read_char_model(checkpoint, KIND, "generator_checkpoint")
         # the architecture is the saved one; dropout and the character shown at masked
         # positions (the mask id is the same whatever shows it) are this run's
-        settings.update(dropout=shape["dropout"], mask_char=shape["mask_char"])
+        settings.update(dropout=built.dropout, mask_char=built.mask_char)
         network = CharDiffusionNetwork(**settings)
         network.load_state_dict(weights)
         log.info("Char generator: loaded %s", checkpoint)
@@ -238,4 +241,4 @@ def load_char_diffusion(
 
 
 # the `model.*` keys it reads through `shape` (the settings check, runs/read_keys.py)
-load_char_diffusion.more_keys = lambda: set(GENERATOR_SHAPE)  # type: ignore[attr-defined]
+load_char_diffusion.more_keys = GeneratorShape.more_keys  # type: ignore[attr-defined]
