@@ -369,16 +369,15 @@ class PromptDataModule(L.LightningDataModule):
         self.prepare_rows()
 
     def train_dataloader(self) -> DataLoader:
-        rows_per_step = (
-            self.settings.batch_size * self.settings.rounds_per_step
-        )  # the step's prompts, then a reserve
+        settings = self.settings
+        rows_per_step = settings.batch_size * settings.rounds_per_step  # the step's, then a reserve
         loader = step_loader(
             self.train_rows,
             rows_per_step,
             self.num_batches,
-            self.settings.seed,
-            self.settings.shuffle_options,
-            self.settings.oracle_share,
+            settings.seed,
+            settings.shuffle_options,
+            settings.oracle_share,
         )
         if self.resume_position is not None:
             loader.batch_sampler.resume_at(*self.resume_position)

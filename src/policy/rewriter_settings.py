@@ -6,10 +6,8 @@ rewriter's methods read."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 from src.policy.keys import SETTINGS
-from src.utils.errors import ConfigError
 from src.utils.setting import Declared
 
 
@@ -20,6 +18,7 @@ class RewriterSettings(Declared):
 
     SECTION = "policy"
     TABLE = SETTINGS
+    NEEDED_BY = "policy=rewriter"
 
     plan_template: str
     answer_template: str
@@ -38,15 +37,3 @@ class RewriterSettings(Declared):
     def __post_init__(self) -> None:
         object.__setattr__(self, "plan_prefix", self.plan_prefix or "")
         super().__post_init__()
-
-    @classmethod
-    def taken_from(cls, keys: dict[str, Any]) -> RewriterSettings:
-        """The settings among `keys`, removed from it (what is left is the generator's prompt
-        settings); a missing required key is named with the role that needs it."""
-        try:
-            return super().taken_from(keys)
-        except ConfigError as error:
-            if "is needed" not in str(error):
-                raise
-            key = str(error).split(" ", 1)[0]
-            raise ConfigError(f"policy=rewriter needs {key}; set it in the config") from None

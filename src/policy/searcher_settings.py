@@ -39,18 +39,15 @@ class SearcherSettings(Declared):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        for key, field in (
-            ("information", "{text}"),
-            ("query_template", "{query}"),
-            ("reader_template", "{passages}"),
+        for key, field, where in (
+            ("information", "{text}", "where the passages go"),
+            ("query_template", "{query}", "where the policy's query goes"),
+            (
+                "reader_template",
+                "{passages}",
+                "where the passages read go (null: no frozen reader)",
+            ),
         ):
             value = getattr(self, key)
             if value is not None and field not in value:
-                raise ConfigError(f"policy.{key} must hold {field}, {WHERE[key]}; got {value!r}")
-
-
-WHERE = {
-    "information": "where the passages go",
-    "query_template": "where the policy's query goes",
-    "reader_template": "where the passages read go (null: no frozen reader)",
-}
+                raise ConfigError(f"policy.{key} must hold {field}, {where}; got {value!r}")

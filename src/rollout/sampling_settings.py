@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from src.rollout.keys import SETTINGS
 from src.rollout.stops import stop_texts
 from src.utils.errors import ConfigError
-from src.utils.setting import Declared
+from src.utils.setting import Declared, whole
 
 
 @dataclass(frozen=True)
@@ -17,11 +17,12 @@ class SamplingSettings(Declared):
     """Each field is the `rollout.<field>` key of the same name; its comment in
     conf/rollout/hf.yaml says what it does. `stop_strings` are read as `stop_texts` reads
     them (a typed \\n is a line end); greedy decoding is asked for per call, not by a
-    temperature of 0. `max_completion_length` follows `algo.max_completion_length`, checked
-    there."""
+    temperature of 0. `max_completion_length` follows `algo.max_completion_length` and is held
+    here to what that key's declaration allows (the run's schema checks it under algo's name,
+    so the rollout table does not declare it again)."""
 
     SECTION = "rollout"
-    TABLE = SETTINGS
+    TABLE = {**SETTINGS, "rollout.max_completion_length": whole(1)}
 
     max_completion_length: int
     temperature: float = 1.0

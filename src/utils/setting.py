@@ -176,6 +176,7 @@ class Declared:
 
     SECTION: ClassVar[str]
     TABLE: ClassVar[Mapping[str, Setting | AnyOf]]
+    NEEDED_BY: ClassVar[str | None] = None  # the part a missing required key is named with
 
     def __post_init__(self) -> None:
         for field in fields(self):  # type: ignore[arg-type]
@@ -184,11 +185,13 @@ class Declared:
     @classmethod
     def taken_from(cls: type[D], keys: dict[str, Any]) -> D:
         """The settings among `keys`, removed from it (what is left is for another part); a
-        missing required key is named."""
+        missing required key is named (with `NEEDED_BY`, where the class names its part)."""
         mine = {f.name: keys.pop(f.name) for f in fields(cls) if f.name in keys}  # type: ignore[arg-type]
         for f in fields(cls):  # type: ignore[arg-type]
             if f.name not in mine and f.default is MISSING and f.default_factory is MISSING:
-                raise ConfigError(f"{cls.SECTION}.{f.name} is needed; set it in the config")
+                key = f"{cls.SECTION}.{f.name}"
+                needed = f"{cls.NEEDED_BY} needs {key}" if cls.NEEDED_BY else f"{key} is needed"
+                raise ConfigError(f"{needed}; set it in the config")
         return cls(**mine)
 
     @classmethod

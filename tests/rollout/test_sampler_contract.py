@@ -17,6 +17,7 @@ import torch
 from src.model.causal_lm import CausalLM, load_causal_lm
 from src.model.tiny import byte_level_tokenizer
 from src.rollout.engine_settings import EngineSettings
+from src.rollout.hf import HFSampler
 from src.rollout.rollout import Rollout
 from src.rollout.sampling_settings import SamplingSettings
 from src.rollout.vllm import (
@@ -402,3 +403,16 @@ def test_lora_adapters_reach_the_engine_under_fresh_ids(fake_vllm, lora_lm):
     assert llm.requests[-1][2] is None
     with pytest.raises(ConfigError, match="one base model"):
         sampler.sample(CausalLM(lora_lm.network.get_base_model(), lora_lm.tokenizer), ["Hi"], 1)
+
+
+def test_a_sampler_built_outside_a_config_is_held_to_the_declared_bounds():
+    for keys, words in (
+        ({"max_completion_length": 0}, "rollout.max_completion_length must be a whole number >= 1"),
+        ({"max_completion_length": 3, "min_completion_length": 4}, "must be at most"),
+        (
+            {"max_completion_length": 3, "temperature": 0},
+            "rollout.temperature must be a number > 0",
+        ),
+    ):
+        with pytest.raises(ConfigError, match=words):
+            HFSampler(**keys)
