@@ -19,11 +19,14 @@ With `--rollouts N`, also what decides: whole rollouts of B prompts x G completi
 tokens through our sampler (the fused steps, their products fused per layer), decoding's
 products on MKL and on oneDNN's reordered copies (the `onednn_packed_decoding` verdict taken as
 each in turn, whatever this machine's is), taking turns in one process over N pairs; the
-median seconds of each and the median ratio of the pairs.
+median seconds of each and the median ratio of the pairs. With `--dtype bfloat16` the
+rollouts run in bfloat16 (the model's `model.dtype=bfloat16`), and the two kernels are torch's
+bfloat16 product and oneDNN's on bfloat16 copies reordered once (`onednn_packed_decoding_bf16`).
 
     nice .venv/bin/python benchmarks/decoding_products.py --rows 64 --rollouts 10   # (a)'s shape
     nice .venv/bin/python benchmarks/decoding_products.py --folder outputs/models/smollm2_135m_instruct --rows 16 --prompts 4 --group-size 4 --lora --rollouts 3   # (b)'s
     nice .venv/bin/python benchmarks/decoding_products.py --folder outputs/models/smollm2_135m_instruct --rows 1024 --by-shape --rounds 13
+    nice .venv/bin/python benchmarks/decoding_products.py --folder outputs/models/gemma3_270m --rows 32 --rounds 3 --prompts 4 --group-size 8 --tokens 32 --lora --dtype bfloat16 --rollouts 10 [--prompt-chars 700]
 """
 
 from __future__ import annotations
@@ -127,6 +130,13 @@ def main() -> None:
     parser.add_argument("--group-size", type=int, default=8, help="G completions per prompt")
     parser.add_argument("--tokens", type=int, default=64, help="T completion tokens, forced")
     parser.add_argument("--lora", action="store_true", help="LoRA r16 on q, k, v, o, as (b)")
+    parser.add_argument("--dtype", default="float32", help="the rollouts' model.dtype")
+    parser.add_argument(
+        "--prompt-chars",
+        type=int,
+        default=0,
+        help="prompts cut from the findings sample (0: short)",
+    )
     parser.add_argument("--by-shape", action="store_true", help="each weight shape alone, hot")
     args = parser.parse_args()
 
@@ -180,13 +190,17 @@ def rollouts(args: argparse.Namespace) -> None:
     keep_freed_memory()  # as a training run does
     targets = ["q_proj", "k_proj", "v_proj", "o_proj"]
     lora = {"r": 16, "lora_alpha": 32, "lora_dropout": 0.0, "target_modules": targets}
-    lm = load_causal_lm(args.folder, lora=lora if args.lora else None)
+    lm = load_causal_lm(args.folder, dtype=args.dtype, lora=lora if args.lora else None)
     prompts = [f"Question {i}: what is {i} + {3 * i}? Answer:" for i in range(args.prompts)]
+    if args.prompt_chars:  # the rewriter's prompts, as benchmarks/precision_phases.py cuts them
+        text = (REPO / "src" / "data" / "samples" / "medqa_findings_sample.jsonl").read_text()
+        prompts = [text[1000 * i : 1000 * i + args.prompt_chars] for i in range(args.prompts)]
     sampler = HFSampler(max_completion_length=args.tokens, min_completion_length=args.tokens)
     widths = onednn.widths_of(lm.network)
+    verdict = onednn.decoding_verdict(getattr(torch, args.dtype))
 
     def rollout(through_onednn: bool) -> None:
-        onednn.take(onednn.DECODING, widths, through_onednn)  # decoding's kernel now
+        onednn.take(verdict, widths, through_onednn)  # decoding's kernel now
         sampler.sample(lm, prompts, group_size=args.group_size)
 
     torch.manual_seed(0)
@@ -196,7 +210,8 @@ def rollouts(args: argparse.Namespace) -> None:
     ratio = statistics.median(o / m for o, m in zip(seconds["onednn"], seconds["mkl"], strict=True))
     print(
         f"rollouts of {args.prompts} x {args.group_size} rows, {args.tokens} tokens, "
-        f"{args.rollouts} pairs: MKL {statistics.median(seconds['mkl']):.3f} s, oneDNN "
+        f"{args.rollouts} pairs, {args.dtype}: torch's (MKL in float32) "
+        f"{statistics.median(seconds['mkl']):.3f} s, oneDNN "
         f"reordered {statistics.median(seconds['onednn']):.3f} s, oneDNN / MKL {ratio:.2f}"
     )
 

@@ -260,7 +260,9 @@ def run_speed(args: argparse.Namespace, work: Path) -> dict[str, Any]:
         versions=versions(),
         machine=machine(),
         choices=(
-            machine_choices([(folders[name], pass_tokens(SHAPES[name])) for name in args.configs])
+            machine_choices(
+                [(folders[name], pass_tokens(SHAPES[name])) for name in args.configs], args.dtype
+            )
             if args.device == "cpu"
             else []
         ),
@@ -468,12 +470,12 @@ def pass_tokens(shape: Shape) -> int:
     return shape.completions * shape.tokens + shape.batch * prompt
 
 
-def machine_choices(models: Iterable[tuple[Path, int | None]]) -> list[str]:
+def machine_choices(models: Iterable[tuple[Path, int | None]], dtype: str = "float32") -> list[str]:
     """This machine's per-machine choices for the models in `models` (a folder, and the tokens
     of a log-prob pass or None), as our runs will take them (read where kept, timed now where
     not, at each model's own widths and its passes' rows), with their source and timings: the
     log-prob passes' products through oneDNN or MKL (and where oneDNN, their gradients'), and
-    decoding's."""
+    decoding's of `dtype` weights (float32, or bfloat16 for `--dtype bfloat16`)."""
     import torch
     from transformers import AutoConfig, AutoModelForCausalLM
 
@@ -484,7 +486,7 @@ def machine_choices(models: Iterable[tuple[Path, int | None]]) -> list[str]:
         with torch.device("meta"):  # shapes only, no weights
             network = AutoModelForCausalLM.from_config(AutoConfig.from_pretrained(folder))
         rows = None if tokens is None else onednn.pass_rows(tokens)
-        onednn.ask_all(onednn.widths_of(network), rows)
+        onednn.ask_all(onednn.widths_of(network), rows, getattr(torch, dtype))
     return per_machine.choice_lines()
 
 

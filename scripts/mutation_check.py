@@ -153,9 +153,23 @@ MUTATIONS = [
     Mutation(
         "oneDNN: the decoding verdict times weights the caches hold",
         "src/model/fast/onednn.py",
-        "copies = weight_copies(shapes) if verdict == DECODING else 1",
+        "copies = weight_copies(shapes, dtype.itemsize) if decoding else 1",
         "copies = 1",
         ("tests/model/fast/test_onednn.py",),
+    ),
+    Mutation(
+        "oneDNN: bfloat16 decoding never reads reordered copies",
+        "src/model/fast/llama_steps.py",
+        "        return cls(reordered, reordered, dtype)",
+        "        return cls(False, False, dtype)",
+        ("tests/model/fast/test_onednn.py",),
+    ),
+    Mutation(
+        "decoding: a half type's logits widened into a buffer never refilled",
+        "src/rollout/decode.py",
+        "        return self.buffer.copy_(logits)",
+        "        return self.buffer",
+        ("tests/rollout/test_decode.py",),
     ),
     Mutation(
         "resume without restoring the weights",

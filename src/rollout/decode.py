@@ -96,17 +96,19 @@ def drawn_with_log_probs(
     unnormalised: the uniform number is scaled to the total), one float32 sum per block, and
     float64 cumulative sums over the blocks and over one block per row (Gemma's 262,144
     entries: 256 blocks); a vocabulary of one block or less takes its one cumulative sum. A
-    token of probability 0 is never drawn. With `overwrite`, float32
-    `scores` are the draw's to overwrite (the decoding loop's own logits): no tensor of their
-    size is made; half-type scores are widened as the exponentials are taken, in one pass. Also returns each drawn token's log-probability under softmax(scores), in
-    float32, from the same exponentials and sums: the sampler's own log-probs, which the
-    trainer's are compared with (`Drawn.log_probs`)."""
+    token of probability 0 is never drawn. With `overwrite`, float32 `scores` are the draw's to
+    overwrite (the decoding loop's own logits, or its `Widened` buffer): no tensor of their
+    size is made; other scores are widened into a new float32 tensor. Also returns each drawn
+    token's log-probability under softmax(scores), in float32, from the same exponentials and
+    sums: the sampler's own log-probs, which the trainer's are compared with
+    (`Drawn.log_probs`)."""
     rows, vocabulary = scores.shape
     highest = scores.amax(dim=-1, keepdim=True)
     if overwrite and scores.dtype == torch.float32:
         probs = scores.sub_(highest).exp_()  # the softmax times a constant, in place
     else:
-        probs = torch.sub(scores, highest.float()).exp_()  # float32, from any float type
+        # a float32 copy, from any type (the subtraction widening as it goes is slower)
+        probs = scores.to(torch.float32, copy=True).sub_(highest.float()).exp_()
     u = torch.rand(rows, 1, dtype=torch.float64, device=scores.device, generator=generator)
     if vocabulary <= DRAW_BLOCK:  # one block: one cumulative sum, nothing padded
         cdf = probs.double().cumsum(dim=-1)
@@ -213,10 +215,12 @@ def drawn_after(steps: Steps, start: Start, sampling: Sampling, ending: Ending) 
     ended = torch.zeros(rows, dtype=torch.bool, device=device)
     tokens: list[Tensor] = []
     log_probs: list[Tensor] = []
+    widened = Widened()
     for step in range(max_new_tokens):
-        # the processors (temperature, top-k, ...) in float32; the draw widens a half type's
-        # logits as it takes their exponentials
-        scores = processors(seen, logits.float()) if processors else logits
+        # the processors (temperature, top-k, ...) and the draw in float32
+        scores = logits if sampling.greedy and not processors else widened(logits)
+        if processors:
+            scores = processors(seen, scores)
         suppressed = step < sampling.min_new_tokens  # no row can end at this step
         if suppressed:
             scores.index_fill_(1, eos, -float("inf"))
@@ -244,6 +248,25 @@ def drawn_after(steps: Steps, start: Start, sampling: Sampling, ending: Ending) 
     width = drawn.size(1) if check_every == 1 else ended_width(drawn, eos)
     drawn_log_probs = torch.stack(log_probs, dim=1)[:, :width] if log_probs else None
     return Drawn(drawn[:, :width], drawn_log_probs)
+
+
+class Widened:
+    """A half type's logits [N, V] copied into one float32 buffer kept across the decoding
+    steps (float32 logits are returned as they are: the loop's own, the draw's to overwrite).
+    A fresh float32 tensor a step (32 MiB for 32 rows of Gemma's vocabulary) is allocated with
+    page faults each time, and a subtraction that widens as it goes takes PyTorch's unvectorised
+    mixed-type loop: the two cost several times the copy, subtraction and exponentials made in
+    place on one buffer (benchmarks/sampling_phase.py)."""
+
+    def __init__(self) -> None:
+        self.buffer: Tensor | None = None
+
+    def __call__(self, logits: Tensor) -> Tensor:
+        if logits.dtype == torch.float32:
+            return logits
+        if self.buffer is None or self.buffer.shape != logits.shape:
+            self.buffer = torch.empty(logits.shape, dtype=torch.float32, device=logits.device)
+        return self.buffer.copy_(logits)
 
 
 def ended_width(drawn: Tensor, eos: Tensor) -> int:

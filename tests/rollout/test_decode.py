@@ -206,9 +206,9 @@ def test_the_two_level_draw_picks_the_one_level_inverse_cdfs_token(blocks: int) 
 
 
 def test_bfloat16_scores_draw_the_tokens_and_log_probs_of_their_float32_widening() -> None:
-    """The decoding steps hand a half type's logits to the draw unwidened: the same tokens
-    and log-probs as the float32 copy of the same numbers, and the scores are left as they
-    were (only float32 scores are the draw's to overwrite)."""
+    """Half-type scores given to the draw itself draw the same tokens and log-probs as the
+    float32 copy of the same numbers, and are left as they were (only float32 scores are the
+    draw's to overwrite)."""
     from src.rollout.decode import drawn_with_log_probs
 
     generator = torch.Generator().manual_seed(5)
@@ -218,3 +218,42 @@ def test_bfloat16_scores_draw_the_tokens_and_log_probs_of_their_float32_widening
     wide, wide_log_probs = drawn_with_log_probs(scores.float(), torch.Generator().manual_seed(9))
     assert torch.equal(scores, kept) and log_probs.dtype == torch.float32
     assert torch.equal(tokens, wide) and torch.equal(log_probs, wide_log_probs)
+
+
+class FixedLogits:
+    """Steps over a vocabulary of 3000 whose logits at each step are fixed random numbers
+    of `dtype`, whatever was drawn."""
+
+    def __init__(self, dtype: torch.dtype) -> None:
+        generator = torch.Generator().manual_seed(4)
+        self.table = (torch.randn(8, 4, 3000, generator=generator) * 3).bfloat16().to(dtype)
+        self.at = 0
+
+    def prefill(self, prompt_ids, prompt_mask, group_size, new_tokens):
+        self.at = 0
+        return self.table[0, : prompt_ids.size(0)]
+
+    def step(self, tokens, positions):
+        self.at += 1
+        return self.table[self.at].clone()
+
+
+def test_half_type_logits_decode_as_their_float32_widening_through_one_kept_buffer() -> None:
+    """The loop widens a half type's logits into one float32 buffer kept across its steps:
+    the tokens and log-probs of decoding the same numbers in float32."""
+    from src.rollout.decode import Widened
+
+    ids, mask = torch.ones(2, 3, dtype=torch.long), torch.ones(2, 3, dtype=torch.long)
+    drawn = {}
+    for dtype in (torch.bfloat16, torch.float32):
+        torch.manual_seed(11)
+        drawn[dtype] = decode(FixedLogits(dtype), ids, mask, 2, Sampling(), Ending(6, [2999], 0))
+    assert torch.equal(drawn[torch.bfloat16].tokens, drawn[torch.float32].tokens)
+    assert torch.equal(drawn[torch.bfloat16].log_probs, drawn[torch.float32].log_probs)
+    widened = Widened()
+    half = FixedLogits(torch.bfloat16).table
+    first, second = widened(half[1]), widened(half[2])
+    assert first is second and first.dtype == torch.float32  # one buffer, filled again
+    assert torch.equal(second, half[2].float())
+    wide = half[3].float()
+    assert widened(wide) is wide  # float32 logits are the loop's own: no copy

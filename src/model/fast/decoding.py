@@ -76,10 +76,13 @@ def decoding_steps(
             yield fixed
             return
     # MKL packs float32 products: under autocast to a half type they would run in float32
-    packed = packed and computed_dtype(network) == torch.float32
-    packings = [True, False] if packed and can_pack(rows) and packable(network) else [False]
+    dtype = computed_dtype(network)
+    packs = packed and can_pack(rows) and dtype == torch.float32 and packable(network)
+    # the fused steps' bfloat16 products read copies reordered for oneDNN where that is
+    # faster here (`Kernels.of`), so they try packed steps in bfloat16 too
+    packs_fused = packs or (packed and can_pack(rows) and dtype == torch.bfloat16)
     if fused:
-        for pack in packings:
+        for pack in [True, False] if packs_fused else [False]:
             path = "fused_steps+packed_weights" if pack else "fused_steps"
             steps = built(path, network, partial(LlamaSteps.of, network, rows, pack))
             if steps is None:
@@ -97,7 +100,7 @@ def decoding_steps(
         decoding_tolerance(network, rows),
     )
     steps = ModuleSteps(network, keeps_few_logits, make_room=room)
-    if packings[0]:
+    if packs:
         with contextlib.ExitStack() as packing:
             routed = built(
                 "packed_weights",

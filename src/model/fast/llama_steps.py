@@ -26,8 +26,10 @@ In bfloat16 (weights stored in it: a frozen base under LoRA, `src.model.precisio
 products, the residual stream, the key/value cache and the attention run in bfloat16 as the
 modules' do, with the modules' order of rounding: the RMSNorms' statistics and the
 attention's softmax in float32, each norm's weight applied as its family applies it (not
-folded into the products), the rotary tables rounded to bfloat16; the logits are widened to
-float32.
+folded into the products), the rotary tables rounded to bfloat16; the logits come out in
+bfloat16 (the decoding loop widens them into one float32 buffer, `src.rollout.decode.Widened`).
+Their products go through copies reordered once for oneDNN where `Kernels` finds that faster
+here than torch's bfloat16 product.
 
 It reads transformers' layer and rotary internals, so it serves only float32 and bfloat16 CPU
 networks of the classes in `STEPPED_CLASSES` with the plain rotary embedding, in eval mode (`LlamaSteps.of`
@@ -90,7 +92,7 @@ class Kernels:
     its weights', or autocast's where that is on, `computed_dtype`); `pack`, through copies
     packed for MKL where that is worth it (`src.model.fast.packed`, float32 only); `onednn`,
     through copies reordered for oneDNN instead, where that is faster here for decoding at the
-    network's widths (`decodes_through_onednn`)."""
+    network's widths (`decodes_through_onednn`, float32 and bfloat16)."""
 
     pack: bool
     onednn: bool
@@ -98,11 +100,14 @@ class Kernels:
 
     @classmethod
     def of(cls, network: nn.Module, pack: bool) -> Kernels:
-        """The kernels for `network`: packing only in float32, oneDNN only where `pack` and
-        it is usable."""
+        """The kernels for `network`: in float32, packing where `pack`, through oneDNN where
+        that is usable; in bfloat16, packing where `pack` and oneDNN's reordered copies are
+        faster than torch's bfloat16 product (MKL packs no half type); never in other types."""
         dtype = computed_dtype(network)
-        pack = pack and dtype == torch.float32
-        return cls(pack, pack and decodes_through_onednn(network), dtype)
+        if dtype == torch.float32:
+            return cls(pack, pack and decodes_through_onednn(network), dtype)
+        reordered = pack and dtype == torch.bfloat16 and decodes_through_onednn(network, dtype)
+        return cls(reordered, reordered, dtype)
 
 
 class Product:

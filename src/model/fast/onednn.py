@@ -18,7 +18,9 @@ multiplies: a few rows while decoding, thousands in the log-prob forwards
 - decoding reads it through `src.model.fast.packed` (`packed_product`), under the probes of
   the packed paths there, where `usable(widths, DECODING)`, on copies of the weights reordered
   once into oneDNN's own layout (`prepacked`): given a plain weight, oneDNN reorders it on
-  every call, which for a few rows costs about as much as the product;
+  every call, which for a few rows costs about as much as the product. bfloat16 weights are
+  decoded so too where `HALF_DECODING` says oneDNN's product of a reordered copy beats
+  torch's bfloat16 product (itself oneDNN's, reordering the weight on every call);
 - the log-prob forwards read it through `onednn_linears`, which routes every float32 CPU
   `nn.Linear` of the network through `linear` (this module's autograd function: the input's
   and the weight's gradients are oneDNN products too where `GRADIENTS` says so) once
@@ -50,6 +52,8 @@ log = logging.getLogger(__name__)
 PATH = "onednn_products"  # the fast path ($GRPO_FAST_PATHS_OFF); the log-prob forwards' verdict
 # the verdict of decoding's products (a few rows each, through weights `prepacked` once)
 DECODING = "onednn_packed_decoding"
+# the same for bfloat16 weights: a reordered copy against torch's bfloat16 product
+HALF_DECODING = "onednn_packed_decoding_bf16"
 GRADIENTS = "onednn_gradients"  # the verdict of the log-prob passes' gradients' products
 FASTER_BY = 0.9  # oneDNN is used where it takes at most this share of F.linear's time
 
@@ -153,15 +157,23 @@ def take(verdict: str, widths: Widths, value: bool, rows: int | None = None) -> 
     _answers[verdict_name(verdict, widths, rows)] = value
 
 
-def ask_all(widths: Widths | None, rows: int | None = None) -> None:
+def ask_all(
+    widths: Widths | None, rows: int | None = None, dtype: torch.dtype = torch.float32
+) -> None:
     """Ask every verdict a run of a network of these widths asks, in the order it asks them:
     the log-prob forwards' (`onednn_linears`) at the passes' `rows` (`pass_rows`), their
-    gradients' where those go through oneDNN, then decoding's
-    (`src.model.fast.packed.decodes_through_onednn`). What `choices()` then holds is what
+    gradients' where those go through oneDNN, then decoding's in `dtype` (`decoding_verdict`,
+    `src.model.fast.packed.decodes_through_onednn`). What `choices()` then holds is what
     such a run will take (`benchmarks/vs_trl.py` reports them)."""
     if usable(widths, PATH, rows):
         faster_here(widths, GRADIENTS, rows)
-    usable(widths, DECODING)
+    usable(widths, decoding_verdict(dtype))
+
+
+def decoding_verdict(dtype: torch.dtype) -> str:
+    """The verdict that decides whether decoding's products of weights of `dtype` go through
+    reordered copies: `HALF_DECODING` for bfloat16, `DECODING` for anything else."""
+    return HALF_DECODING if dtype == torch.bfloat16 else DECODING
 
 
 def decider(name: str) -> Callable[[], bool] | None:
@@ -185,7 +197,14 @@ def forget_verdicts() -> None:
 DECODING_ROWS = 32  # a batch's B * G rows, one new token each
 TRAINING_ROWS = 1024  # a log-prob pass's rows, at the fewest (`pass_rows`)
 MOST_TRAINING_ROWS = 8192  # a log-prob pass's rows, at the most (`pass_rows`)
-ROWS = {PATH: TRAINING_ROWS, DECODING: DECODING_ROWS, GRADIENTS: TRAINING_ROWS}  # per verdict
+# the rows each verdict is timed at
+ROWS = {
+    PATH: TRAINING_ROWS,
+    DECODING: DECODING_ROWS,
+    HALF_DECODING: DECODING_ROWS,
+    GRADIENTS: TRAINING_ROWS,
+}
+DTYPES = {HALF_DECODING: torch.bfloat16}  # the verdicts timed in another type than float32
 WORK = 4e9  # floating-point operations a round multiplies at least (small products repeat)
 ROUNDS = 9  # alternating rounds timed first
 MOST_ROUNDS = 27  # timed in all where the first rounds leave the verdict in doubt
@@ -194,14 +213,15 @@ DECODED_BYTES = 64 * 2**20  # decoding's verdict reads at least this many weight
 clock = time.perf_counter  # what the timings read
 
 
-def weight_copies(shapes: list[tuple[int, int, int]]) -> int:
+def weight_copies(shapes: list[tuple[int, int, int]], element_size: int = 4) -> int:
     """How many distinct copies of the weights of `shapes` (rows x in -> out) hold at least
-    `DECODED_BYTES` of float32: decoding's verdict multiplies each copy in turn, so its weights
+    `DECODED_BYTES` of `element_size`-byte numbers: decoding's verdicts multiply each copy in
+    turn, so its weights
     come from memory as a decoding step's do (it reads every weight of the network once), not
     from the caches a repeated product keeps them in. On the AMD EPYC of docs/performance.md
     that is where oneDNN's reordered weights gain most at small widths."""
     weights = sum(width * out for _, width, out in shapes)
-    return max(1, math.ceil(DECODED_BYTES / (4 * weights)))
+    return max(1, math.ceil(DECODED_BYTES / (element_size * weights)))
 
 
 def shapes_at(
@@ -252,13 +272,13 @@ def _time_both(widths: Widths, verdict: str = PATH, rows: int | None = None) -> 
         else ""
     )
     log.info(
-        "%s at %dx%d, %d rows: oneDNN %.0f us, MKL %.0f us: they %s%s",
+        "%s at %dx%d, %d rows: oneDNN %.0f us, torch's product %.0f us: they %s%s",
         verdict,
         *widths,
         shapes_at(widths, verdict, rows)[0][0],
         1e6 * onednn,
         1e6 * mkl,
-        "go through oneDNN where proven" if faster else "stay on MKL",
+        "go through oneDNN where proven" if faster else "stay on torch's",
         f" (for this process only: {doubt})" if doubt else "",
     )
     return Verdict(faster, not doubt, {"mkl": mkl, "onednn": onednn}, doubt)
@@ -296,25 +316,28 @@ def _operands(
     widths: Widths, verdict: str, rows: int | None = None
 ) -> tuple[dict[str, list[Operands]], float, int]:
     """Each kernel's operands for `verdict` at `widths`, as it gets them: those of
-    `shapes_at(widths, verdict, rows)` (with the outputs' gradients for `GRADIENTS`); for `DECODING`,
-    `weight_copies` distinct weights in turn, oneDNN's reordered once, as decoding multiplies
-    them. Also the floating-point operations of one pass over them, and the copies a pass
-    holds (the timings are per copy)."""
+    `shapes_at(widths, verdict, rows)` (with the outputs' gradients for `GRADIENTS`), in the
+    verdict's type (`DTYPES`, float32 by default); for the decoding verdicts, `weight_copies`
+    distinct weights in turn, oneDNN's reordered once, as decoding multiplies them. Also the
+    floating-point operations of one pass over them, and the copies a pass holds (the timings
+    are per copy)."""
     generator = torch.Generator().manual_seed(1234)
     gradients = verdict == GRADIENTS
+    decoding = verdict in (DECODING, HALF_DECODING)
+    dtype = DTYPES.get(verdict, torch.float32)
     shapes = shapes_at(widths, verdict, rows)
-    copies = weight_copies(shapes) if verdict == DECODING else 1
+    copies = weight_copies(shapes, dtype.itemsize) if decoding else 1
     operands = [
         (
-            torch.randn(rows, width, generator=generator),
-            torch.randn(out, width, generator=generator),
+            torch.randn(rows, width, generator=generator).to(dtype),
+            torch.randn(out, width, generator=generator).to(dtype),
             torch.randn(rows, out, generator=generator) if gradients else None,
         )
         for _ in range(copies)
         for rows, width, out in shapes
     ]
     given = {"mkl": operands, "onednn": operands}
-    if verdict == DECODING:
+    if decoding:
         given["onednn"] = [(x, prepacked(w, x.size(0)), g) for x, w, g in operands]
     flops = sum(2 * rows * width * out for rows, width, out in shapes) * (2 if gradients else 1)
     return given, flops * copies, copies

@@ -139,10 +139,11 @@ def _packable(weight: Tensor, min_elements: int) -> Tensor | None:
     return weight.detach() if weight.numel() >= min_elements else None
 
 
-def decodes_through_onednn(network: nn.Module) -> bool:
-    """Whether `network`'s decoding products go through oneDNN: `onednn.usable` with the
-    decoding verdict, at the network's widths."""
-    return onednn.usable(onednn.widths_of(network), onednn.DECODING)
+def decodes_through_onednn(network: nn.Module, dtype: torch.dtype = torch.float32) -> bool:
+    """Whether `network`'s decoding products of `dtype` weights go through oneDNN:
+    `onednn.usable` with the decoding verdict of that type (`onednn.decoding_verdict`), at the
+    network's widths."""
+    return onednn.usable(onednn.widths_of(network), onednn.decoding_verdict(dtype))
 
 
 def smallest_packed(through_onednn: bool) -> int:

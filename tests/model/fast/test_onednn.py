@@ -25,7 +25,12 @@ WIDTHS = (24, 96)  # a network's widths, for the verdicts' tests
 def answers(monkeypatch, products: bool, gradients: bool) -> None:
     """The verdicts taken as given at every width (decoding's as the products'), whatever
     this machine's timings say."""
-    given = {onednn.PATH: products, onednn.DECODING: products, onednn.GRADIENTS: gradients}
+    given = {
+        onednn.PATH: products,
+        onednn.DECODING: products,
+        onednn.HALF_DECODING: products,
+        onednn.GRADIENTS: gradients,
+    }
     monkeypatch.setattr(
         onednn, "faster_here", lambda widths, verdict=onednn.PATH, rows=None: given[verdict]
     )
@@ -131,6 +136,96 @@ def test_the_decoding_verdict_times_onednn_on_weights_reordered_once_read_from_m
     onednn._time_both(WIDTHS, onednn.PATH)  # the log-prob forwards' products: plain weights
     assert {packed for packed, _, _ in seen["mkl"] + seen["onednn"]} == {False}
     assert len({key for _, key, _ in seen["mkl"]}) == 2  # the two shapes' weights, hot
+
+
+@pytest.mark.parametrize("through_onednn", [True, False], ids=["reordered", "torchs"])
+def test_bfloat16_decoding_reads_weights_reordered_once_where_faster_and_steps_alike(
+    through_onednn, monkeypatch
+):
+    """bfloat16 weights are decoded through copies reordered once for oneDNN where its
+    verdict says so, to the logits of the steps through torch's bfloat16 product; elsewhere
+    nothing is reordered."""
+    asked = []
+
+    def verdict(widths, verdict=onednn.PATH, rows=None):
+        asked.append(verdict)
+        return through_onednn
+
+    monkeypatch.setattr(onednn, "faster_here", verdict)
+    reordered = []
+    own = onednn.prepacked
+    monkeypatch.setattr(
+        onednn, "prepacked", lambda w, rows: reordered.append(w.dtype) or own(w, rows)
+    )
+    network = small_llama().to(torch.bfloat16)
+    ids, mask = prompts(SMALL["vocab_size"])
+    tokens = torch.randint(1, SMALL["vocab_size"], (6, 5))
+    steps = LlamaSteps.of(network, 6)
+    assert asked == [onednn.HALF_DECODING]
+    assert bool(steps.packed_products()) is through_onednn
+    count = 4 * SMALL["num_hidden_layers"] + 1  # each layer's four products and the head, once
+    assert reordered == ([torch.bfloat16] * count if through_onednn else [])
+    ours = stepped_logits(steps, ids, mask, 3, tokens)
+    plain = stepped_logits(LlamaSteps.of(network, 6, pack=False), ids, mask, 3, tokens)
+    assert len(reordered) == (count if through_onednn else 0)  # none reordered per step
+    assert (ours - plain).abs().max() <= 1e-2 * plain.abs().max()
+
+
+@pytest.mark.parametrize("factor", [1.0, 1.2], ids=["right", "planted-wrong"])
+def test_bfloat16_reordered_products_are_proven_before_use_and_a_wrong_one_caught(
+    factor, monkeypatch, caplog
+):
+    """Steps whose unpacked arithmetic is proven (one row: nothing packs) have each reordered
+    bfloat16 product compared with torch's, within bfloat16's tolerance: right ones decode, a
+    planted wrong one is refused and the unpacked steps decode instead."""
+    from src.model.fast import llama_steps
+    from src.model.fast.decoding import decoding_steps
+    from src.model.fast.probe import forget_verdicts, standing
+
+    forget_verdicts()
+    answers(monkeypatch, True, True)
+    network = small_llama().to(torch.bfloat16).eval()
+    with decoding_steps(network, rows=1) as steps:
+        assert isinstance(steps, LlamaSteps) and not steps.packed_products()
+    own = llama_steps.packed_product
+    monkeypatch.setattr(
+        llama_steps,
+        "packed_product",
+        lambda *args: (lambda product: lambda x: product(x) * factor)(own(*args)),
+    )
+    with caplog.at_level(logging.WARNING), decoding_steps(network, rows=6) as steps:
+        assert isinstance(steps, LlamaSteps)
+        assert bool(steps.packed_products()) is (factor == 1.0)
+    assert standing("fused_steps+packed_weights", network).proven is (factor == 1.0)
+    assert ("fused_steps+packed_weights disagrees" in caplog.text) is (factor != 1.0)
+    forget_verdicts()
+
+
+def test_the_bfloat16_decoding_verdict_times_bfloat16_weights_read_from_memory(fresh, monkeypatch):
+    monkeypatch.setattr(onednn, "WORK", 1.0)
+    monkeypatch.setattr(onednn, "DECODED_BYTES", 2**20)
+    seen = {"mkl": [], "onednn": []}
+
+    def recorder(name):
+        return lambda x, w, g: seen[name].append((x.dtype, w.is_mkldnn, id(w), w.shape))
+
+    monkeypatch.setattr(onednn, "_mkl_products", recorder("mkl"))
+    monkeypatch.setattr(onednn, "_onednn_products", recorder("onednn"))
+    onednn._time_both(WIDTHS, onednn.HALF_DECODING)
+    assert {(dtype, packed) for dtype, packed, _, _ in seen["mkl"]} == {(torch.bfloat16, False)}
+    assert {(dtype, packed) for dtype, packed, _, _ in seen["onednn"]} == {(torch.bfloat16, True)}
+    distinct = {(key, shape) for _, _, key, shape in seen["mkl"]}
+    assert 2 * sum(shape.numel() for _, shape in distinct) >= 2**20  # bfloat16: 2 bytes each
+    assert 2 * sum(shape.numel() for _, shape in distinct) < 2 * 2**20  # not float32's count
+
+
+def test_decoding_asks_the_verdict_of_its_weights_type():
+    assert onednn.decoding_verdict(torch.float32) == onednn.DECODING
+    assert onednn.decoding_verdict(torch.bfloat16) == onednn.HALF_DECODING
+    assert onednn.ROWS[onednn.HALF_DECODING] == onednn.DECODING_ROWS
+    name = onednn.verdict_name(onednn.HALF_DECODING, (640, 2048))
+    assert name == "onednn_packed_decoding_bf16.640x2048"
+    assert onednn.decider(name) is not None  # a kept verdict leads back to its decision
 
 
 def test_without_gradients_it_makes_no_graph():
@@ -459,6 +554,14 @@ def test_ask_all_asks_what_a_run_asks_in_its_order(tiny_lm, products, monkeypatc
     onednn.ask_all(onednn.widths_of(tiny_lm.network))
     assert asked == by_the_run
     assert len(by_the_run) == (3 if products else 2)
+
+
+def test_ask_all_asks_bfloat16_decodings_verdict_for_a_bfloat16_run(monkeypatch):
+    monkeypatch.setattr(onednn, "_answers", {})
+    asked = []
+    monkeypatch.setattr(onednn, "measured_once", lambda name, timing: asked.append(name))
+    onednn.ask_all(WIDTHS, dtype=torch.bfloat16)
+    assert [name.split(".")[0] for name in asked] == [onednn.PATH, onednn.HALF_DECODING]
 
 
 def test_where_the_gradients_verdict_is_mkl_the_routed_mlp_backward_takes_torchs(
