@@ -15,6 +15,7 @@ from pathlib import Path
 import torch
 
 from src.model.causal_lm import CausalLM, load_causal_lm
+from src.model.network import Sequences
 from src.rollout.hf import HFSampler
 from src.utils.allocator import keep_freed_memory
 
@@ -27,13 +28,18 @@ def phases(lm: CausalLM, sampler: HFSampler, prompts: list[str]) -> list[float]:
     """Seconds of one rollout, the reference's log-probs and the policy's with a backward."""
     start = time.perf_counter()
     rollout = sampler.sample(lm, prompts, group_size=8)
-    sampled = time.perf_counter()
+    return [time.perf_counter() - start, *log_prob_passes(lm, rollout)]
+
+
+def log_prob_passes(lm: CausalLM, rollout: Sequences) -> list[float]:
+    """Seconds of the reference's log-probs of `rollout` and the policy's with a backward."""
+    start = time.perf_counter()
     with torch.no_grad(), lm.adapter_disabled():
         lm.log_probs(rollout)
     referenced = time.perf_counter()
     log_probs, _ = lm.log_probs(rollout)
     log_probs.sum().backward()
-    return [sampled - start, referenced - sampled, time.perf_counter() - referenced]
+    return [referenced - start, time.perf_counter() - referenced]
 
 
 def main() -> None:

@@ -165,6 +165,20 @@ MUTATIONS = [
         ("tests/model/fast/test_onednn.py",),
     ),
     Mutation(
+        "grouped attention: padding keys read",
+        "src/model/fast/grouped_attention.py",
+        "        scores = scores.masked_fill(~allowed, torch.finfo(torch.float32).min)",
+        "        scores = scores",
+        ("tests/model/fast/test_grouped_attention.py",),
+    ),
+    Mutation(
+        "grouped attention: a query reading no key averages the values",
+        "src/model/fast/grouped_attention.py",
+        "    out = out.masked_fill(~allowed.any(dim=-1, keepdim=True), 0.0)",
+        "    out = out",
+        ("tests/model/fast/test_grouped_attention.py",),
+    ),
+    Mutation(
         "decoding: a half type's logits widened into a buffer never refilled",
         "src/rollout/decode.py",
         "        return self.buffer.copy_(logits)",

@@ -28,6 +28,7 @@ from src.model.fast.chunked_head import (
     hidden_forward,
     plain_head,
 )
+from src.model.fast.grouped_attention import grouped_attention
 from src.model.fast.lean_layers import lean_layers
 from src.model.fast.onednn import onednn_linears
 from src.model.fast.probe import device_of, proven
@@ -322,16 +323,18 @@ class CausalLM(nn.Module):
     @contextlib.contextmanager
     def _lean(self, tokens: int | None = None) -> Iterator[int]:
         """The log-prob forwards' precision and fast paths: the products in `compute_dtype`
-        (`computing`); `lean_layers` over the network when `lean_activations` is on (the block
-        yields how many modules it switched), and the float32 linear layers' products through
-        oneDNN where that is faster here at the rows of a pass of `tokens` tokens and proven;
-        neither under activation checkpointing, whose recomputation in backward runs outside
-        the block, and no oneDNN under `torch.compile`, which makes its own kernels, or in a
-        half type."""
+        (`computing`); the attention through `grouped_attention` where proven; `lean_layers`
+        over the network when `lean_activations` is on (the block yields how many modules it
+        switched), and the float32 linear layers' products through oneDNN where that is
+        faster here at the rows of a pass of `tokens` tokens and proven; none under activation
+        checkpointing, whose recomputation in backward runs outside the block, no oneDNN or
+        grouped attention under `torch.compile`, which makes its own kernels, and no oneDNN
+        in a half type."""
         plain = checkpointed(self.network)
         routed = not plain and self._compiled_forward is None
         with (
             computing(self.compute_dtype, device_of(self.network), self.network),
+            grouped_attention(self.network, routed),
             lean_layers(self.network, self.lean_activations and not plain) as switched,
             onednn_linears(self.network, routed and self.compute_dtype == torch.float32, tokens),
         ):

@@ -64,6 +64,7 @@ FAST_PATHS = (
     "chunked_head",
     "continued_prefill",
     "fused_steps",
+    "grouped_attention",
     "lean_layers",
     "onednn_products",
     "packed_weights",
