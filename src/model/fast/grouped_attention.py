@@ -92,10 +92,11 @@ def served(
 
 
 def attention(query: Tensor, key: Tensor, value: Tensor, mask: Tensor, scale: float) -> Tensor:
-    """softmax(scale * Q K^T + bias) V [B, H, Q, D] for query [B, H, Q, D] and key, value
-    [B, KV, K, D] (H a multiple of KV, query head h reading key/value head h // (H / KV)),
-    each query reading the keys where the boolean `mask` [B, 1 or H, Q, K] is True; a query
-    that reads no key (a padding position) gets 0 and no gradient, as from SDPA. The scores and the softmax in float32, as SDPA accumulates them (autocast off: in a half
+    """softmax(scale * Q K^T) V [B, H, Q, D] over the keys each query reads (where the
+    boolean `mask` [B or 1, 1 or H, Q, K] is True), for query [B, H, Q, D] and key, value
+    [B, KV, K, D] (H a multiple of KV, query head h reading key/value head h // (H / KV)); a
+    query that reads no key (a padding position) gets 0 and no gradient, as from SDPA. The
+    scores and the softmax in float32, as SDPA accumulates them (autocast off: in a half
     type, rounding the scores moves Gemma 3's log-probs further from SDPA's than the half
     type's own arithmetic does); the values' product in the values' type."""
     batch, heads, queries, dim = query.shape

@@ -139,6 +139,12 @@ def test_a_planted_wrong_attention_is_caught_and_sdpa_runs(wrong, tiny_lm, monke
     forget_verdicts()
 
 
+def test_gemma_sliding_windows_read_as_through_sdpa():
+    """The probe batch is longer than the small Gemma 3's window: its sliding layers' masks
+    come through as `sdpa` makes them."""
+    assert ga.check_grouped_attention(small_gemma()) <= 1e-4
+
+
 def test_a_half_type_is_held_to_what_its_own_rounding_moves():
     """In float32 the probe's fixed tolerance; in bfloat16 one measured on the network, at
     least `HALF_FLOOR`, under which the right attention is proven on a small Gemma 3."""
