@@ -168,7 +168,7 @@ def test_the_decoding_tolerance_in_a_half_type_is_measured_on_the_modules(monkey
     for own, wide, expected in cases:
         forget_verdicts()
         monkeypatch.setattr(decoding, "teacher_forced_difference", lambda *a, v=own: v)
-        monkeypatch.setattr(decoding, "float32_rounding", lambda *a, v=wide: v)
+        monkeypatch.setattr(half_rounding, "float32_rounding", lambda *a, v=wide: v)
         with computing(torch.bfloat16, torch.device("cpu")):
             tolerance = decoding_tolerance(network, rows=4)
             assert tolerance is not None and tolerance() == pytest.approx(expected)

@@ -23,18 +23,16 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from functools import partial
 from typing import Any
 
 import torch
 from torch import Tensor, nn
 
-from src.model.fast.half_rounding import FLOAT32_FACTOR, HALF_FLOOR, float32_rounding
+from src.model.fast.half_rounding import HALF_FLOOR, float32_yardstick
 from src.model.fast.probe import (
     computed_dtype,
     device_of,
     log_softmax_difference,
-    measured_per_kind,
 )
 from src.model.positions import position_ids
 from src.model.steps import RowContexts
@@ -146,9 +144,9 @@ def continued_tolerance(
         if steps is None:
             return HALF_FLOOR
         contexts, fed = probe_contexts(network, probe_length(steps))
-        wide = partial(float32_rounding, network, whole_forward(contexts, fed), fed.size(1))
-        rounding = measured_per_kind("continued_float32_rounding", network, wide)
-        return max(HALF_FLOOR, FLOAT32_FACTOR * rounding)
+        forward = whole_forward(contexts, fed)
+        name = "continued_float32_rounding"
+        return max(HALF_FLOOR, float32_yardstick(name, network, forward, fed.size(1)))
 
     return measured
 

@@ -26,7 +26,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from src.model.fast.captured_steps import CapturedSteps
-from src.model.fast.half_rounding import FLOAT32_FACTOR, HALF_FACTOR, HALF_FLOOR, float32_rounding
+from src.model.fast.half_rounding import HALF_FACTOR, HALF_FLOOR, float32_yardstick
 from src.model.fast.llama_steps import LlamaSteps, Product
 from src.model.fast.packed import can_pack, packable, packed_linears
 from src.model.fast.probe import (
@@ -181,11 +181,10 @@ def decoding_tolerance(network: nn.Module, rows: int) -> Callable[[], float] | N
         modules = ModuleSteps(network, keeps_few_logits=False, make_room=False)
         own = partial(teacher_forced_difference, network, modules, rows)
         forward, compared = plain_probe(network, rows)
-        wide = partial(float32_rounding, network, forward, compared)
         return max(
             HALF_FLOOR,
             HALF_FACTOR * measured_per_kind("half_rounding", network, own),
-            FLOAT32_FACTOR * measured_per_kind("float32_rounding", network, wide),
+            float32_yardstick("float32_rounding", network, forward, compared),
         )
 
     return measured

@@ -33,13 +33,12 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from src.model.fast.half_rounding import FLOAT32_FACTOR, HALF_FLOOR, float32_rounding
+from src.model.fast.half_rounding import HALF_FLOOR, float32_yardstick
 from src.model.fast.probe import (
     computed_dtype,
     device_of,
     largest_difference,
     log_softmax_difference,
-    measured_per_kind,
     probe_input,
     proven,
 )
@@ -190,10 +189,8 @@ def tolerance(network: nn.Module) -> Callable[[], float] | None:
 
     def measured() -> float:
         forward, _, compared = probe_forward(network)
-        wide = partial(float32_rounding, network, {**forward, "use_cache": False}, compared)
-        return max(
-            HALF_FLOOR, FLOAT32_FACTOR * measured_per_kind("float32_rounding", network, wide)
-        )
+        arguments = {**forward, "use_cache": False}
+        return max(HALF_FLOOR, float32_yardstick("float32_rounding", network, arguments, compared))
 
     return measured
 

@@ -19,7 +19,7 @@ import logging
 import torch
 from torch import Tensor, nn
 
-from src.model.fast.probe import log_softmax_difference
+from src.model.fast.probe import log_softmax_difference, measured_per_kind
 
 log = logging.getLogger(__name__)
 
@@ -60,3 +60,12 @@ def float32_rounding(network: nn.Module, forward: dict[str, Tensor], compared: i
         log.info("No float32 yardstick for the half-type paths (%s: %s)", type(exc).__name__, exc)
         return 0.0
     return log_softmax_difference(half, full.logits[:, -compared:])
+
+
+def float32_yardstick(
+    name: str, network: nn.Module, forward: dict[str, Tensor], compared: int
+) -> float:
+    """`FLOAT32_FACTOR` times `float32_rounding` over `forward`, measured once per kind of
+    network under `name`: what a half-type path may differ from the modules by."""
+    measure = lambda: float32_rounding(network, forward, compared)  # noqa: E731
+    return FLOAT32_FACTOR * measured_per_kind(name, network, measure)
