@@ -1,0 +1,101 @@
+"""A training run's room to learn, before and after: `room/<split>/<figure>` at step 0 and at the
+last step, and `room/<split>/room_closed` at the end.
+
+At the first evaluation (step 0) the held-out rows of every held-out split (`eval` ->
+validation, `eval_unseen` -> unseen) are sampled `room.k` times each and read as the
+pre-flight reads them (src/evaluation/room.py); at the evaluation of the last step again, with
+room closed = (pass@1 after - pass@1 before) / room before and pass@k after beside it (a policy
+that narrows loses it). The samples draw from a generator of their own (`room.seed`), so
+turning this on or off changes none of the training's draws.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import lightning as L
+import torch
+
+from src.evaluation.greedy import GreedyScorer
+from src.evaluation.room import room_closed
+from src.evaluation.sampled import Extractor, RoomReading, sample_split
+from src.grpo.module import GRPOModule
+
+SPLIT_OF = {"eval": "validation", "eval_unseen": "unseen"}  # held-out prefix -> split
+
+
+class SampledRoom(L.Callback):
+    """Samples the held-out rows at step 0 and at the last step (see the module docstring)."""
+
+    def __init__(
+        self,
+        enabled: bool,
+        k: int,
+        success: str | None,
+        form: str | None,
+        extract: Extractor | None,
+        max_rows: int | None,
+        batch_size: int,
+        seed: int,
+    ) -> None:
+        self.enabled, self.k, self.max_rows, self.batch_size = enabled, k, max_rows, batch_size
+        self.names = (success, form, extract)
+        self.seed = seed
+        self.before: dict[str, dict[str, float]] = {}  # split -> step-0 figures; in checkpoints
+
+    def on_validation_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        if not self.enabled or trainer.sanity_checking or not isinstance(pl_module, GRPOModule):
+            return
+        step = trainer.global_step
+        last = step > 0 and trainer.max_steps is not None and step >= trainer.max_steps
+        if (step == 0 and not self.before) or last:
+            metrics = self.measure(trainer, pl_module, before=step == 0)
+            pl_module.log_to_loggers(metrics)
+
+    def measure(self, trainer: L.Trainer, module: GRPOModule, before: bool) -> dict[str, float]:
+        """Every held-out split's figures, and after training the room closed."""
+        datamodule: Any = trainer.datamodule
+        rows_of = {"validation": datamodule.val_rows, "unseen": datamodule.unseen_rows}
+        metrics: dict[str, float] = {}
+        was_training = module.lm.training
+        module.lm.eval()
+        for prefix, scorer in module.held_out.items():
+            split = SPLIT_OF.get(prefix, prefix)
+            rows = rows_of.get(split) or []
+            rows = rows[: self.max_rows] if self.max_rows else rows
+            if not rows:
+                continue
+            figures = self.sample(module, scorer, rows)
+            if before:
+                self.before[split] = figures
+            elif split in self.before:
+                start = self.before[split]
+                figures["room_closed"] = room_closed(
+                    figures["pass_at_1"], start["pass_at_1"], start["room"]
+                )
+                if "pass_at_k" in figures:
+                    figures["pass_at_k_change"] = figures["pass_at_k"] - start["pass_at_k"]
+            metrics.update({f"room/{split}/{name}": value for name, value in figures.items()})
+        module.lm.train(was_training)
+        return metrics
+
+    def sample(
+        self, module: GRPOModule, scorer: GreedyScorer, rows: list[dict[str, Any]]
+    ) -> dict[str, float]:
+        """k samples of each row by the scorer's sampler and role, the policy as it is now."""
+        success, form, extract = self.names
+        reading = RoomReading.of(scorer.reward, success, form, extract)
+        devices = [torch.cuda.current_device()] if torch.cuda.is_available() else []
+        with torch.random.fork_rng(devices=devices):
+            torch.manual_seed(self.seed)
+            parts = (scorer.sampler, scorer.role, scorer.reward)
+            split = sample_split(
+                module.lm, parts, rows, self.k, self.batch_size, reading, label="room"
+            )
+        return split.figures
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"before": self.before}
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        self.before = dict(state_dict.get("before") or {})
