@@ -20,6 +20,8 @@ from omegaconf import DictConfig, OmegaConf
 
 from src.data.files import jsonl_line
 from src.evaluation.greedy import GreedyScorer
+from src.evaluation.room import room_closed
+from src.evaluation.sampled import RoomReading, own_generator, sample_split
 from src.evaluation.scoring import score_head
 from src.model.network import PolicyNetwork
 from src.model.saved import saved_model_settings
@@ -146,17 +148,61 @@ def evaluate(
             records, summaries[head] = score_head(
                 head, lm, scorer, rows, eval_cfg.batch_size, extract
             )
+            if cfg.room.in_eval:  # k samples a row: pass@1, maj@k, pass@k
+                summaries[head].update(sampled_room(cfg, lm, scorer, rows, extract))
             del lm
             results.writelines(jsonl_line(record) for record in records)
             results.flush()  # head by head: a later failure keeps these
-            for logger in mlflow_loggers(loggers):
-                logger.log_metrics({f"eval/{head}/{k}": v for k, v in summaries[head].items()}, 0)
+            log_head(loggers, head, summaries[head])
+        for head, closed in room_closed_against_base(summaries).items():
+            summaries[head]["room/room_closed"] = closed
+            log_head(loggers, head, {"room/room_closed": closed})
         summary_path.write_text(json.dumps(summaries, indent=2))
         log_artifacts(loggers, results_path, summary_path)
     skipped = [head for head in heads if head not in folders]
     note = f"\nskipped, not trained yet: {', '.join(skipped)}" if skipped else ""
     log.info("Evaluation summary:\n%s%s", summary_table(summaries), note)
     return summaries
+
+
+SHOWN_ROOM = ("pass_at_1", "maj_at_k", "pass_at_k", "room")  # sampled figures a summary keeps
+
+
+def sampled_room(
+    cfg: DictConfig,
+    lm: PolicyNetwork,
+    scorer: GreedyScorer,
+    rows: list[dict[str, Any]],
+    extract: Any,
+) -> dict[str, float]:
+    """`room.k` samples of each row (at most `room.eval_rows`) by the head: `room/<figure>`
+    for the figures of SHOWN_ROOM and any well-formed share (docs/room.md)."""
+    reading = RoomReading.of(scorer.reward, cfg.room.success, cfg.room.form, extract)
+    rows = rows[: cfg.room.eval_rows] if cfg.room.eval_rows else rows
+    with own_generator(cfg.room.seed):
+        parts = (scorer.sampler, scorer.role, scorer.reward)
+        split = sample_split(lm, parts, rows, cfg.room.k, cfg.room.batch_size, reading)
+    shown = [*SHOWN_ROOM, "well_formed", "right_among_well_formed"]
+    return {f"room/{name}": split.figures[name] for name in shown if name in split.figures}
+
+
+def room_closed_against_base(summaries: dict[str, dict[str, float]]) -> dict[str, float]:
+    """Each head's room closed: its sampled pass@1 less the base head's, over the base head's
+    room; {} where the base head was not scored or not sampled."""
+    base = summaries.get("base", {})
+    if "room/room" not in base:
+        return {}
+    return {
+        head: room_closed(summary["room/pass_at_1"], base["room/pass_at_1"], base["room/room"])
+        for head, summary in summaries.items()
+        if head != "base" and "room/pass_at_1" in summary
+    }
+
+
+def log_head(loggers: list[Any], head: str, metrics: dict[str, float]) -> None:
+    """`eval/<head>/<name>` at step 0 in every MLflow logger."""
+    for logger in mlflow_loggers(loggers):
+        logger.log_metrics({f"eval/{head}/{k}": v for k, v in metrics.items()}, 0)
 
 
 def head_role(cfg: DictConfig, parts: RunParts, overrides: dict[str, Any]) -> tuple[Role, Sampler]:

@@ -17,11 +17,10 @@ from pathlib import Path
 from typing import Any
 
 import hydra
-import torch
 from omegaconf import DictConfig
 
 from src.evaluation.room import verdict
-from src.evaluation.sampled import RoomReading, SampledSplit, sample_split
+from src.evaluation.sampled import RoomReading, SampledSplit, own_generator, sample_split
 from src.model.network import PolicyNetwork
 from src.pretraining.stages import run_stages
 from src.runs.cli import run_cli
@@ -52,8 +51,7 @@ def preflight(cfg: DictConfig) -> dict[str, dict[str, float]]:
             rows = parts.datamodule.split_rows(split)[: cfg.room.rows]
             unseen = split == "unseen" and parts.unseen is not None
             role, sampler = parts.unseen if unseen else (parts.policy, parts.sampler)
-            with torch.random.fork_rng(devices=[]):
-                torch.manual_seed(cfg.room.seed)
+            with own_generator(cfg.room.seed):
                 results[split] = sample_split(
                     lm, (sampler, role, parts.reward), rows, cfg.room.k, cfg.room.batch_size,
                     reading, label=f"pre-flight {split}",

@@ -9,6 +9,7 @@ from typing import Any
 from src.utils.errors import ConfigError
 
 OPERATIONS = {"+": lambda a, b: a + b, "-": lambda a, b: a - b, "*": lambda a, b: a * b}
+KINDS = {"+": "addition", "-": "subtraction", "*": "multiplication"}  # a row's `subject`
 
 
 def arithmetic_problems(
@@ -16,7 +17,8 @@ def arithmetic_problems(
 ) -> list[dict[str, Any]]:
     """Every `a op b` with low <= a, b <= high, shuffled by `seed`: a finite, exactly known set.
 
-    Each row holds `question` ("What is 37 + 48?") and the gold `answer` ("85").
+    Each row holds `question` ("What is 37 + 48?"), the gold `answer` ("85") and its kind,
+    `subject` ("addition"), which `data.unseen.kinds` can hold out.
     """
     unknown = set(operations) - set(OPERATIONS)
     if unknown or not operations:
@@ -24,7 +26,11 @@ def arithmetic_problems(
     if low > high:
         raise ConfigError(f"data.low ({low}) must not exceed data.high ({high})")
     rows = [
-        {"question": f"What is {a} {op} {b}?", "answer": str(OPERATIONS[op](a, b))}
+        {
+            "question": f"What is {a} {op} {b}?",
+            "answer": str(OPERATIONS[op](a, b)),
+            "subject": KINDS[op],
+        }
         for op in operations
         for a, b in itertools.product(range(low, high + 1), repeat=2)
     ]

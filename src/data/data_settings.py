@@ -11,13 +11,13 @@ from src.data.keys import SETTINGS
 from src.utils.errors import ConfigError
 from src.utils.setting import Declared
 
-UNSEEN_KEYS = ("path", "corpus")  # what data.unseen may hold
+UNSEEN_KEYS = ("path", "corpus", "kinds")  # what data.unseen may hold
 
 
 @dataclass(frozen=True)
 class DataSettings(Declared):
     """Each field is the `data.<field>` key of the same name; its comment in conf/data/*.yaml
-    says what it does. `unseen` is `{path, corpus}` or empty (no unseen split). `num_batches`
+    says what it does. `unseen` is `{path, corpus, kinds}` or empty (no unseen split). `num_batches`
     and `rounds_per_step` follow the trainer's and algo's keys, which are checked there."""
 
     SECTION = "data"
@@ -43,12 +43,25 @@ class DataSettings(Declared):
         super().__post_init__()
         unknown = sorted(set(self.unseen) - set(UNSEEN_KEYS))
         if unknown:
-            raise ConfigError(f"data.unseen: unknown key(s) {unknown}; known: path, corpus")
+            raise ConfigError(
+                f"data.unseen: unknown key(s) {unknown}; known: {', '.join(UNSEEN_KEYS)}"
+            )
+        if self.unseen.get("path") is not None and self.unseen.get("kinds"):
+            raise ConfigError(
+                "data.unseen: give its rows as a file (path) or as kinds taken out of the data "
+                "(kinds), not both: set the other to null"
+            )
 
     @property
     def unseen_path(self) -> str | None:
         """The unseen split's file (None: no unseen split)."""
         return self.unseen.get("path")
+
+    @property
+    def unseen_kinds(self) -> tuple[str, ...]:
+        """Kinds whose rows are taken out of the data into the unseen split (empty: none)."""
+        kinds = self.unseen.get("kinds") or ()
+        return (kinds,) if isinstance(kinds, str) else tuple(str(kind) for kind in kinds)
 
     @property
     def unseen_corpus(self) -> str | None:

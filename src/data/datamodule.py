@@ -200,10 +200,11 @@ class PromptDataModule(L.LightningDataModule):
     order, so no answer position pays; held-out rows keep the file's order. With
     `oracle_share` that share of the drawn training rows is marked `oracle` (a searcher reads
     their gold passage whatever it searched: `Searcher.search`); held-out rows never are.
-    `unseen` (`{path, corpus}`) adds a second held-out split: rows of kinds (`KIND`) never
-    trained on, from their own file, searched by a retrieving role in their own `corpus` (the
-    run builds that role), scored beside the held-out rows at every evaluation; a kind found
-    in both the training rows and these is refused.
+    `unseen` (`{path, corpus, kinds}`) adds a second held-out split: rows of kinds (`KIND`)
+    never trained on, from their own file (`path`) or taken out of the data by kind (`kinds`:
+    neither training nor held out, then), searched by a retrieving role in their own `corpus`
+    (the run builds that role), scored beside the held-out rows at every evaluation; a kind
+    found in both the training rows and these is refused.
     """
 
     def __init__(
@@ -273,11 +274,16 @@ class PromptDataModule(L.LightningDataModule):
         if val_rows is None and self.settings.val_path is not None:
             val_rows = self._file_rows(self.settings.val_path)
         self.report = {"source": source_name}
+        unseen: list[dict[str, Any]] = []
         if val_rows is not None:
             train_rows = self._clean(rows, "train", source_name)
             val_rows = self._clean(val_rows, "validation", self.settings.val_path or source_name)
+            train_rows, unseen = self._take_kinds(train_rows, source_name)
+            val_rows, unseen_val = self._take_kinds(val_rows, source_name, required=False)
+            unseen += unseen_val
         else:
             rows = self._clean(rows, "all", source_name)
+            rows, unseen = self._take_kinds(rows, source_name)
             if self.settings.path is not None or self.schema is not None:
                 rows = list(rows)
                 random.Random(self.settings.seed).shuffle(rows)
@@ -303,6 +309,40 @@ class PromptDataModule(L.LightningDataModule):
         log.info("Data: %d training rows, %d held-out rows", len(train_rows), len(val_rows))
         if self.settings.unseen_path is not None:
             self.unseen_rows = self._unseen_rows(self.settings.unseen_path, train_rows)
+        elif unseen:
+            self.unseen_rows = unseen[: self.settings.max_val_rows or len(unseen)]
+            self.report["unseen_rows"] = len(self.unseen_rows)
+            log.info(
+                "Data: %d unseen rows of kinds %s, never trained on",
+                len(self.unseen_rows),
+                ", ".join(self.settings.unseen_kinds),
+            )
+
+    def _take_kinds(
+        self, rows: list[dict[str, Any]], source: str, required: bool = True
+    ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+        """`rows` without the kinds of `data.unseen.kinds`, and those rows (the unseen split);
+        a kind no row has is refused (where `required`), naming the kinds there are."""
+        wanted = set(self.settings.unseen_kinds)
+        if not wanted:
+            return rows, []
+        if not kinds(rows):  # e.g. a GSM8K file given to a task whose unseen split is a kind
+            log.warning(
+                "%s: its rows name no kind (%r), so data.unseen.kinds %s takes none out: "
+                "no unseen split",
+                source,
+                KIND,
+                sorted(wanted),
+            )
+            return rows, []
+        missing = sorted(wanted - kinds(rows))
+        if missing and required:
+            raise DataFileError(
+                f"{source}: data.unseen.kinds names {missing}, which no row's {KIND!r} holds; "
+                f"its kinds: {', '.join(sorted(kinds(rows))) or 'none'}"
+            )
+        taken = [row for row in rows if str(row.get(KIND)) in wanted]
+        return [row for row in rows if str(row.get(KIND)) not in wanted], taken
 
     def _unseen_rows(self, path: str, train_rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
         """The unseen split's rows from `path`, cleaned and capped as the held-out rows are;

@@ -14,6 +14,7 @@ SETTINGS: dict[str, Setting | AnyOf] = {
     "data.val_size": whole(0),
     "data.unseen.path": OPTIONAL_TEXT,
     "data.unseen.corpus": OPTIONAL_TEXT,
+    "data.unseen.kinds": TEXTS,
     "data.max_val_rows": whole(1, nullable=True),
     "data.batch_size": whole(1),
     "data.eval_batch_size": whole(1),

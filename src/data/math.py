@@ -4,7 +4,7 @@ lists of `{question, answer, source}`, all in one canonical row.
 Canonical row: `question`; `reference` (the worked reference solution, what the heuristic reward
 compares with and what SFT teaches); `answer` (the final value, what `reward=accuracy` compares
 with; '' when a worked answer states none); `concepts` (names of the concepts the solution uses,
-CHAMP only); `source`; `id`. A row's format is recognised from the row itself: a GSM8K answer
+CHAMP only); `source`; `subject` (the problem type: a CHAMP category, MATH's `type`); `id`. A row's format is recognised from the row itself: a GSM8K answer
 carries its final value after `####`.
 """
 
@@ -93,8 +93,17 @@ class MathQA:
             "answer": final,
             "concepts": concept_list(row.get("concepts")),
             "source": text(row.get("source")),
+            "subject": problem_type(row),
             "id": text(row.get("id")),
         }
+
+
+def problem_type(row: dict[str, Any]) -> str:
+    """The row's kind (the datamodule's `subject`, what `data.unseen.kinds` names): its own
+    `subject` or `type` (MATH), else a CHAMP category (`champ:Number-Theory` -> Number-Theory)."""
+    kind = text(row.get("subject")) or text(row.get("type"))
+    source = text(row.get("source"))
+    return kind or (source.split(":", 1)[1] if source.startswith("champ:") else "")
 
 
 def concept_list(value: Any) -> list[str]:

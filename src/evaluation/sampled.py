@@ -9,7 +9,8 @@ outcome itself where that is null, e.g. a rewriter's frozen answer letter). `aut
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -104,6 +105,16 @@ def episode_groups(episode: Episode, k: int, reading: RoomReading) -> list[Group
             )
         )
     return groups
+
+
+@contextmanager
+def own_generator(seed: int) -> Iterator[None]:
+    """Draw from generators seeded by `seed` inside, and leave the caller's (CPU and the
+    current CUDA device's) as they were: sampled evaluations change no training draw."""
+    devices = [torch.cuda.current_device()] if torch.cuda.is_available() else []
+    with torch.random.fork_rng(devices=devices):
+        torch.manual_seed(seed)
+        yield
 
 
 @dataclass

@@ -14,11 +14,10 @@ from __future__ import annotations
 from typing import Any
 
 import lightning as L
-import torch
 
 from src.evaluation.greedy import GreedyScorer
 from src.evaluation.room import room_closed
-from src.evaluation.sampled import Extractor, RoomReading, sample_split
+from src.evaluation.sampled import Extractor, RoomReading, own_generator, sample_split
 from src.grpo.module import GRPOModule
 
 SPLIT_OF = {"eval": "validation", "eval_unseen": "unseen"}  # held-out prefix -> split
@@ -85,9 +84,7 @@ class SampledRoom(L.Callback):
         """k samples of each row by the scorer's sampler and role, the policy as it is now."""
         success, form, extract = self.names
         reading = RoomReading.of(scorer.reward, success, form, extract)
-        devices = [torch.cuda.current_device()] if torch.cuda.is_available() else []
-        with torch.random.fork_rng(devices=devices):
-            torch.manual_seed(self.seed)
+        with own_generator(self.seed):
             parts = (scorer.sampler, scorer.role, scorer.reward)
             split = sample_split(
                 module.lm, parts, rows, self.k, self.batch_size, reading, label="room"

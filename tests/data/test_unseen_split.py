@@ -79,3 +79,53 @@ def test_without_an_unseen_split_there_is_one_held_out_loader(tmp_path: Path) ->
 def test_an_unknown_unseen_key_is_refused() -> None:
     with pytest.raises(ConfigError, match=r"data.unseen: unknown key\(s\) \['rows'\]"):
         PromptDataModule(path="x.jsonl", unseen={"rows": "x"})
+
+
+def by_kinds(tmp_path: Path, rows: list[dict], kinds_out: list[str]) -> PromptDataModule:
+    path = write_jsonl(tmp_path / "all.jsonl", rows)
+    module = PromptDataModule(
+        path=str(path), schema=MedQA(), required_fields=[], val_size=4, unseen={"kinds": kinds_out}
+    )
+    module.prepare_rows()
+    return module
+
+
+def test_kinds_taken_out_of_the_data_are_neither_trained_on_nor_held_out(tmp_path: Path) -> None:
+    rows = medqa_rows("enzyme", 10) + medqa_rows("vitamin", 10) + medqa_rows("valve", 5)
+    module = by_kinds(tmp_path, rows, ["valve"])
+    assert kinds(module.unseen_rows) == {"valve"} and len(module.unseen_rows) == 5
+    assert "valve" not in kinds(module.train_rows) | kinds(module.val_rows)
+    assert len(module.train_rows) + len(module.val_rows) == 20
+    assert module.split_rows("unseen") == module.unseen_rows
+    assert module.report["unseen_rows"] == 5
+
+
+def test_a_kind_no_row_holds_is_refused_naming_the_kinds_there_are(tmp_path: Path) -> None:
+    rows = medqa_rows("enzyme", 10) + medqa_rows("vitamin", 10)
+    with pytest.raises(DataFileError, match=r"names \['valve'\].*its kinds: enzyme, vitamin"):
+        by_kinds(tmp_path, rows, ["valve"])
+
+
+def test_rows_without_kinds_make_no_unseen_split(tmp_path: Path) -> None:
+    rows = [{**row, "meta_info": None} for row in medqa_rows("enzyme", 10)]
+    module = by_kinds(tmp_path, rows, ["valve"])
+    assert module.unseen_rows == [] and len(module.train_rows) == 6
+
+
+def test_a_file_and_kinds_together_are_refused() -> None:
+    with pytest.raises(ConfigError, match="as a file \\(path\\) or as kinds"):
+        PromptDataModule(path="x.jsonl", unseen={"path": "u.jsonl", "kinds": ["valve"]})
+
+
+def test_the_shipped_recipes_hold_out_kinds_they_never_train_on(make_cfg) -> None:
+    """task=medmcqa (subjects) and task=math (CHAMP's problem types): the unseen split's kinds
+    are in no training or held-out row."""
+    from src.utils.config import build
+
+    for task in ("medmcqa", "math"):
+        cfg = make_cfg(f"task={task}", "model=tiny", tiny=False)
+        module = build(cfg.data)
+        module.prepare_rows()
+        unseen = kinds(module.unseen_rows)
+        assert unseen and len(module.unseen_rows) >= 30, task
+        assert not unseen & (kinds(module.train_rows) | kinds(module.val_rows)), task

@@ -221,3 +221,23 @@ def test_evaluate_scores_a_saved_full_model_not_the_base(make_cfg, tmp_path, tin
     assert [r["generation"] for r in base] != expected  # so loading the base would fail
     for name in ("reward", "accuracy", "format", "similarity", "printable"):
         assert summary["trained"][name] == pytest.approx(sum(r[name] for r in trained) / 4)
+
+
+def test_evaluate_samples_every_head_and_gives_the_room_closed(make_cfg, tmp_path, tiny_lm):
+    cfg = make_cfg(
+        "task=medmcqa", *SMALL, "room.k=3", f"+eval.adapters.same={tiny_lm_folder(tiny_lm)}"
+    )
+    summary = evaluate(cfg, heads=["base", "same"], output_dir=tmp_path / "ev")
+    for head in ("base", "same"):
+        assert {"room/pass_at_1", "room/maj_at_k", "room/pass_at_k", "room/room"} <= set(
+            summary[head]
+        )
+        assert "room/well_formed" in summary[head]  # solution_tag's form part
+    # the same weights sampled from the same seed: the same figures, and no room closed
+    assert summary["same"]["room/pass_at_1"] == summary["base"]["room/pass_at_1"]
+    closed = summary["same"].get("room/room_closed")
+    assert closed is not None and (closed != closed or closed == 0.0)  # NaN where no room
+
+
+def tiny_lm_folder(tiny_lm) -> str:
+    return str(tiny_lm.network.name_or_path)

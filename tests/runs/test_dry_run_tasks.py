@@ -23,6 +23,7 @@ SHORT = ["algo.group_size=2", "algo.max_completion_length=6", "data.batch_size=2
 # report must show beyond the common parts. A new task gets an entry here.
 SETTINGS: dict[str, tuple[list[str], bool, list[str]]] = {
     "arithmetic": (SHORT, True, ["What is"]),
+    "arithmetic_lm": ([*SHORT, "hardware=[cpu,lora]"], True, ["What is 23 + 41?"]),
     "medmcqa": (SHORT, True, ["<SOLUTION>", "similarity"]),
     "medqa": (SHORT, True, ["<SOLUTION>", "similarity"]),
     "math": (SHORT, True, ["Solve the following problem", "The answer is"]),

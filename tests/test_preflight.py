@@ -1,0 +1,69 @@
+"""`python -m src.preflight`: the starting policy's samples read as the room, on the tiny model
+and the arithmetic task, printed, logged to MLflow and written to preflight.json; bad room
+settings refused in one line before any model loads."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from src.preflight import preflight
+from src.utils.errors import ConfigError
+from tests.helpers.command import command
+from tests.helpers.mlflow_runs import only_run
+
+SMALL = ["room.rows=4", "room.k=4", "room.batch_size=2", "data.val_size=8"]
+KNOWN = [*SMALL, "rollout._target_=tests.helpers.known_answers.KnownAnswers"]
+
+
+def test_the_preflight_reads_known_answers_as_the_room(make_cfg, capsys) -> None:
+    cfg = make_cfg(*KNOWN)
+    figures = preflight(cfg)
+    assert set(figures) == {"train", "validation"}  # no data.unseen: no unseen split
+    for split in figures.values():  # 3 of 4 samples state the sum
+        assert split["prompts"] == 4 and split["k"] == 4
+        assert split["pass_at_1"] == pytest.approx(0.75)
+        assert split["maj_at_k"] == 1.0 and split["pass_at_k"] == 1.0
+        assert split["room"] == pytest.approx(0.25)
+        assert split["learnability"] == pytest.approx(0.75 * 0.25)
+        assert split["signal"] == 1.0
+    printed = capsys.readouterr().out
+    assert "pre-flight: 4 samples a prompt" in printed
+    assert "verdict (validation): signal in 100% of groups, room 0.25 on validation" in printed
+    saved = json.loads((Path(cfg.paths.run_dir) / "preflight.json").read_text())
+    assert saved["figures"]["train"]["pass_at_1"] == pytest.approx(0.75)
+    run = only_run(cfg)
+    assert run.data.tags["stage"] == "preflight"
+    assert run.data.metrics["preflight/validation/maj_at_k"] == 1.0
+    assert run.data.tags["preflight.validation"].startswith("signal in 100%")
+
+
+def test_the_preflight_samples_the_tiny_model(make_cfg) -> None:
+    figures = preflight(make_cfg(*SMALL))
+    validation = figures["validation"]
+    assert 0.0 <= validation["pass_at_1"] <= validation["pass_at_k"] <= 1.0
+    assert validation["truncated"] + validation["distinct"] > 0  # an untrained model rambles
+
+
+@pytest.mark.parametrize(
+    ("override", "message"),
+    [
+        ("room.success=no_such", "room.success=no_such names no function of this run's reward"),
+        ("room.form=no_such", "room.form=no_such names no function of this run's reward"),
+        ("room.splits=[train,test]", "room.splits names ['test']: choose among"),
+        ("room.k=0", "room.k"),
+    ],
+)
+def test_bad_room_settings_are_one_line(make_cfg, override: str, message: str) -> None:
+    cfg = make_cfg(override)
+    args = [f"{key}={value}" for key, value in [("paths.output_root", cfg.paths.output_root)]]
+    result = command("src.preflight", "model=tiny", "sft.enabled=false", *args, override)
+    assert result.returncode == 1
+    assert message in result.stderr and "Traceback" not in result.stderr
+
+
+def test_room_settings_are_checked_as_the_preflight_reads_them(make_cfg) -> None:
+    with pytest.raises(ConfigError, match="room.success=no_such names no function"):
+        preflight(make_cfg(*SMALL, "room.success=no_such"))
