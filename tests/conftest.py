@@ -46,6 +46,7 @@ TINY = [
     "algo.group_size=4",
     "algo.max_completion_length=4",
     "algo.samples_every_n_steps=1",
+    "room.k=4",
 ]
 
 

@@ -27,4 +27,6 @@ SMALL = [
     "trainer.max_steps=2",
     "trainer.val_check_interval=2",
     "trainer.enable_model_summary=false",
+    "room.k=2",
+    "room.eval_rows=4",
 ]

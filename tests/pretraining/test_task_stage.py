@@ -26,6 +26,8 @@ SMALL = [  # a run of either task small enough for the tiny model
     "algo.group_size=2",
     "algo.max_completion_length=6",
     "trainer.max_steps=1",
+    "room.k=2",
+    "room.eval_rows=4",
 ]
 SEARCHER = ["task=medqa_searcher", "model=tiny", *SMALL, "trainer.val_check_interval=1"]
 

@@ -29,6 +29,8 @@ SMALL = [
     "sft.check_every_n_steps=2",
     "trainer.max_steps=2",
     "trainer.val_check_interval=2",
+    "room.k=2",
+    "room.eval_rows=4",
 ]
 
 

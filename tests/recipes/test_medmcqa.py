@@ -36,6 +36,8 @@ SMALL = [
     "sft.batch_size=2",
     "sft.check_size=2",
     "sft.check_every_n_steps=2",
+    "room.k=2",
+    "room.eval_rows=4",
 ]
 REWARD_METRICS = ["accuracy", "format", "well_formed", "similarity"]
 
