@@ -108,7 +108,8 @@ def record(
     metrics["preflight/seconds"] = seconds
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / "preflight.json"
-    path.write_text(json.dumps({"figures": figures, "verdicts": verdicts}, indent=2))
+    saved = {"figures": figures, "verdicts": verdicts, "seconds": seconds}
+    path.write_text(json.dumps(saved, indent=2))
     for logger in loggers:
         logger.log_metrics(metrics, step=0)
     for logger in mlflow_loggers(loggers):

@@ -120,7 +120,7 @@ def split_figures(groups: Sequence[Group]) -> dict[str, float]:
     if all(group.texts is not None for group in groups):
         figures["distinct"] = mean([len(set(g.texts or [])) / k for g in groups])
     chances = [group.chance for group in groups if group.chance is not None]
-    if len(chances) == len(groups):
+    if len(chances) == len(groups) and "pass_at_k" in figures:  # a guess of a success's answer
         figures["chance"] = mean(chances)
     return figures
 

@@ -1,0 +1,71 @@
+"""The pre-flights' figures as a markdown table, one row per run and split (docs/room.md).
+
+    python -m src.preflight task=medmcqa                # writes RUN_FOLDER/preflight.json
+    python scripts/room_table.py outputs/runs/medmcqa/*/preflight.json
+
+Each row: the file's task and model (from the run's .hydra/config.yaml beside it), the split,
+N prompts, k samples, pass@1, maj@k (or best-of-k for a graded reward), pass@k, the room,
+well-formed, right among well-formed, form and answer rooms, signal, learnability, truncated
+and distinct shares; the seconds the whole pre-flight took.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+import yaml
+
+COLUMNS = (  # (figure, heading)
+    ("prompts", "N"),
+    ("k", "k"),
+    ("pass_at_1", "pass@1"),
+    ("maj_at_k", "maj@k"),
+    ("best_of_k", "best-of-k"),
+    ("pass_at_k", "pass@k"),
+    ("room", "room"),
+    ("well_formed", "well-formed"),
+    ("right_among_well_formed", "right among w-f"),
+    ("form_room", "form room"),
+    ("answer_room", "answer room"),
+    ("signal", "signal"),
+    ("learnability", "p(1-p)"),
+    ("truncated", "truncated"),
+    ("distinct", "distinct"),
+)
+
+
+def described(path: Path) -> str:
+    """`task, model (dtype)` of the run that wrote `path`."""
+    config = path.parent / ".hydra" / "config.yaml"
+    if not config.is_file():
+        return path.parent.name
+    cfg = yaml.safe_load(config.read_text())
+    model = Path(str(cfg["model"].get("name_or_path", "?"))).name
+    return f"{cfg.get('task_name')}, {model} ({cfg['model'].get('dtype', 'float32')})"
+
+
+def cell(figures: dict[str, float], name: str) -> str:
+    value = figures.get(name)
+    if value is None or (name == "best_of_k" and "maj_at_k" in figures):
+        return ""
+    return f"{int(value)}" if name in ("prompts", "k") else f"{value:.3f}"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").strip().splitlines()[0])
+    parser.add_argument("files", nargs="+", type=Path, help="preflight.json files")
+    args = parser.parse_args()
+    print("| run | seconds | split | " + " | ".join(heading for _, heading in COLUMNS) + " |")
+    print("|---|---|---|" + "---|" * len(COLUMNS))
+    for path in args.files:
+        saved = json.loads(path.read_text())
+        seconds = f"{saved['seconds']:.0f}" if "seconds" in saved else ""
+        for split, figures in saved["figures"].items():
+            cells = " | ".join(cell(figures, name) for name, _ in COLUMNS)
+            print(f"| {described(path)} | {seconds} | {split} | {cells} |")
+
+
+if __name__ == "__main__":
+    main()
