@@ -153,6 +153,7 @@ def form_figures(groups: Sequence[Group], figures: dict[str, float]) -> dict[str
     `form_room`, the first less pass@1 (what the form alone brings, the answers kept)."""
     formed = [[bool(f) for f in group.well_formed or []] for group in groups]
     out = {"well_formed": mean([mean([float(f) for f in fs]) for fs in formed])}
+    out["well_formed_samples"] = float(sum(sum(fs) for fs in formed))
     voted = [(g, fs) for g, fs in zip(groups, formed, strict=True) if any(fs)]
     out["formed_prompts"] = len(voted) / len(groups)
     if not voted or not all(group.successes is not None for group in groups):
@@ -221,9 +222,11 @@ def form_note(figures: dict[str, float]) -> str:
     answer = figures.get("answer_room", float("nan"))
     note = f"; right among well-formed {right:.2f}"
     if "chance" in figures:
-        note += f" (a guess {figures['chance']:.2f})"
-        if right <= figures["chance"] + 0.02:
-            note += ": the well-formed answers are guesses, so what can move is the form"
+        chance, count = figures["chance"], figures.get("well_formed_samples", 0.0)
+        margin = 1.96 * math.sqrt(chance * (1 - chance) / count) if count else 1.0
+        note += f" (a guess {chance:.2f}, +-{margin:.2f} over {int(count)} samples)"
+        if right <= chance + margin:
+            note += ": no better than a guess, so what can move is the form"
     if math.isfinite(answer):
         note += f"; form room {form:.2f}, answer room {answer:.2f}"
         if form > answer:

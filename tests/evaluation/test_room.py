@@ -110,6 +110,7 @@ def test_split_figures_by_hand() -> None:
     assert f["truncated"] == pytest.approx(1 / 8)
     assert f["distinct"] == pytest.approx((3 / 4 + 4 / 4) / 2)
     assert f["chance"] == 0.25
+    assert f["well_formed_samples"] == 5
     assert f["accuracy/group_std"] == pytest.approx((0.5 + 0.0) / 2)
 
 
@@ -135,3 +136,4 @@ def test_verdicts() -> None:
     assert line.startswith("signal in 50% of groups, room 0.25 on validation")
     assert "pass@1 0.25 -> maj@4 0.50, pass@4 0.50" in line
     assert "answer room 0.17" in line
+    assert "(a guess 0.25, +-0.38 over 5 samples): no better than a guess" in line
