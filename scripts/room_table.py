@@ -37,12 +37,12 @@ COLUMNS = (  # (figure, heading)
 
 
 def described(path: Path) -> str:
-    """`task, model (dtype)` of the run that wrote `path`."""
-    config = path.parent / ".hydra" / "config.yaml"
-    if not config.is_file():
+    """`task, model (dtype)` of the run that wrote `path`, from its Hydra folder."""
+    config, hydra = (path.parent / ".hydra" / name for name in ("config.yaml", "hydra.yaml"))
+    if not config.is_file() or not hydra.is_file():
         return path.parent.name
     cfg = yaml.safe_load(config.read_text())
-    model = Path(str(cfg["model"].get("name_or_path", "?"))).name
+    model = yaml.safe_load(hydra.read_text())["hydra"]["runtime"]["choices"].get("model", "?")
     return f"{cfg.get('task_name')}, {model} ({cfg['model'].get('dtype', 'float32')})"
 
 

@@ -336,6 +336,15 @@ class PromptDataModule(L.LightningDataModule):
             )
             return rows, []
         missing = sorted(wanted - kinds(rows))
+        if missing == sorted(wanted):  # e.g. a task's unseen subjects, and a file of other ones
+            log.warning(
+                "%s: none of its rows is of the kinds data.unseen.kinds names (%s), so there is "
+                "no unseen split; its kinds: %s",
+                source,
+                ", ".join(missing),
+                ", ".join(sorted(kinds(rows))),
+            )
+            return rows, []
         if missing and required:
             raise DataFileError(
                 f"{source}: data.unseen.kinds names {missing}, which no row's {KIND!r} holds; "

@@ -4,13 +4,15 @@ last step, and `room/<split>/room_closed` at the end.
 At the first evaluation (step 0) the held-out rows of every held-out split (`eval` ->
 validation, `eval_unseen` -> unseen) are sampled `room.k` times each and read as the
 pre-flight reads them (src/evaluation/room.py); at the evaluation of the last step again, with
-room closed = (pass@1 after - pass@1 before) / room before and pass@k after beside it (a policy
-that narrows loses it). The samples draw from a generator of their own (`room.seed`), so
+room closed = (pass@1 after - pass@1 before) / room before (not logged where there was no room)
+and pass@k after beside it (a policy that narrows loses it). A continued run's first part logs
+its end figures where it stopped on purpose (`trainer.max_steps` reached), as any run's end. The samples draw from a generator of their own (`room.seed`), so
 turning this on or off changes none of the training's draws.
 """
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import lightning as L
@@ -69,9 +71,9 @@ class SampledRoom(L.Callback):
                 self.before[split] = figures
             elif split in self.before:
                 start = self.before[split]
-                figures["room_closed"] = room_closed(
-                    figures["pass_at_1"], start["pass_at_1"], start["room"]
-                )
+                closed = room_closed(figures["pass_at_1"], start["pass_at_1"], start["room"])
+                if math.isfinite(closed):  # no room at the start: nothing to close
+                    figures["room_closed"] = closed
                 if "pass_at_k" in figures:
                     figures["pass_at_k_change"] = figures["pass_at_k"] - start["pass_at_k"]
             metrics.update({f"room/{split}/{name}": value for name, value in figures.items()})

@@ -100,10 +100,18 @@ def test_kinds_taken_out_of_the_data_are_neither_trained_on_nor_held_out(tmp_pat
     assert module.report["unseen_rows"] == 5
 
 
-def test_a_kind_no_row_holds_is_refused_naming_the_kinds_there_are(tmp_path: Path) -> None:
+def test_a_kind_no_row_holds_beside_one_they_do_is_refused(tmp_path: Path) -> None:
+    rows = medqa_rows("enzyme", 10) + medqa_rows("vitamin", 10) + medqa_rows("valve", 5)
+    with pytest.raises(DataFileError, match=r"names \['stone'\].*its kinds: enzyme, valve"):
+        by_kinds(tmp_path, rows, ["valve", "stone"])
+
+
+def test_kinds_none_of_the_rows_holds_make_no_unseen_split(tmp_path: Path, caplog) -> None:
+    """A task's unseen subjects and a file of other subjects (data.path=FILE): said, not refused."""
     rows = medqa_rows("enzyme", 10) + medqa_rows("vitamin", 10)
-    with pytest.raises(DataFileError, match=r"names \['valve'\].*its kinds: enzyme, vitamin"):
-        by_kinds(tmp_path, rows, ["valve"])
+    module = by_kinds(tmp_path, rows, ["valve"])
+    assert module.unseen_rows == [] and len(module.train_rows) + len(module.val_rows) == 20
+    assert "no unseen split; its kinds: enzyme, vitamin" in caplog.text
 
 
 def test_rows_without_kinds_make_no_unseen_split(tmp_path: Path) -> None:

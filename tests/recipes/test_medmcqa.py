@@ -225,6 +225,7 @@ def test_evaluate_scores_a_saved_full_model_not_the_base(make_cfg, tmp_path, tin
         assert summary["trained"][name] == pytest.approx(sum(r[name] for r in trained) / 4)
 
 
+@pytest.mark.slow
 def test_evaluate_samples_every_head_and_gives_the_room_closed(make_cfg, tmp_path, tiny_lm):
     cfg = make_cfg(
         "task=medmcqa", *SMALL, "room.k=3", f"+eval.adapters.same={tiny_lm_folder(tiny_lm)}"
