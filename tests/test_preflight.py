@@ -67,3 +67,18 @@ def test_bad_room_settings_are_one_line(make_cfg, override: str, message: str) -
 def test_room_settings_are_checked_as_the_preflight_reads_them(make_cfg) -> None:
     with pytest.raises(ConfigError, match="room.success=no_such names no function"):
         preflight(make_cfg(*SMALL, "room.success=no_such"))
+
+
+def test_the_room_table_script_reads_a_preflight(make_cfg, monkeypatch, capsys) -> None:
+    from scripts import room_table
+
+    cfg = make_cfg(*KNOWN)
+    preflight(cfg)
+    capsys.readouterr()
+    path = Path(cfg.paths.run_dir) / "preflight.json"
+    monkeypatch.setattr("sys.argv", ["room_table.py", str(path)])
+    room_table.main()
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].startswith("| run | seconds | split | N | k | pass@1 | maj@k |")
+    rows = [line for line in lines[2:] if line.startswith("|")]
+    assert len(rows) == 2 and "| validation | 4 | 4 | 0.750 | 1.000 |" in rows[1]
