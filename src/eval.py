@@ -21,7 +21,7 @@ from omegaconf import DictConfig, OmegaConf
 from src.data.files import jsonl_line
 from src.evaluation.greedy import GreedyScorer
 from src.evaluation.room import room_closed
-from src.evaluation.sampled import RoomReading, own_generator, sample_split
+from src.evaluation.sampled import RoomReading, sample_split
 from src.evaluation.scoring import score_head
 from src.model.network import PolicyNetwork
 from src.model.saved import saved_model_settings
@@ -179,9 +179,8 @@ def sampled_room(
     for the figures of SHOWN_ROOM and any well-formed share (docs/room.md)."""
     reading = RoomReading.of(scorer.reward, cfg.room.success, cfg.room.form, extract)
     rows = rows[: cfg.room.eval_rows] if cfg.room.eval_rows else rows
-    with own_generator(cfg.room.seed):
-        parts = (scorer.sampler, scorer.role, scorer.reward)
-        split = sample_split(lm, parts, rows, cfg.room.k, cfg.room.batch_size, reading)
+    parts = (scorer.sampler, scorer.role, scorer.reward)
+    split = sample_split(lm, parts, rows, cfg.room.k, cfg.room.batch_size, reading, cfg.room.seed)
     shown = [*SHOWN_ROOM, "well_formed", "right_among_well_formed"]
     return {f"room/{name}": split.figures[name] for name in shown if name in split.figures}
 

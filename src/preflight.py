@@ -19,8 +19,9 @@ from typing import Any
 import hydra
 from omegaconf import DictConfig
 
+from src.data.datamodule import SPLITS
 from src.evaluation.room import verdict
-from src.evaluation.sampled import RoomReading, SampledSplit, own_generator, sample_split
+from src.evaluation.sampled import RoomReading, SampledSplit, sample_split
 from src.model.network import PolicyNetwork
 from src.pretraining.stages import run_stages
 from src.runs.cli import run_cli
@@ -34,7 +35,6 @@ from src.utils.config import build
 from src.utils.errors import ConfigError
 
 log = logging.getLogger(__name__)
-SPLITS = ("train", "validation", "unseen")
 SHOWN = 300  # characters of a prompt or completion shown in the report
 
 
@@ -51,11 +51,10 @@ def preflight(cfg: DictConfig) -> dict[str, dict[str, float]]:
             rows = parts.datamodule.split_rows(split)[: cfg.room.rows]
             unseen = split == "unseen" and parts.unseen is not None
             role, sampler = parts.unseen if unseen else (parts.policy, parts.sampler)
-            with own_generator(cfg.room.seed):
-                results[split] = sample_split(
-                    lm, (sampler, role, parts.reward), rows, cfg.room.k, cfg.room.batch_size,
-                    reading, label=f"pre-flight {split}",
-                )  # fmt: skip
+            results[split] = sample_split(
+                lm, (sampler, role, parts.reward), rows, cfg.room.k, cfg.room.batch_size,
+                reading, cfg.room.seed, label=f"pre-flight {split}",
+            )  # fmt: skip
         seconds = time.perf_counter() - started
         figures = {split: result.figures for split, result in results.items()}
         verdicts = {split: verdict(f, split) for split, f in figures.items()}
@@ -82,9 +81,8 @@ def starting_policy(cfg: DictConfig, parts: RunParts) -> tuple[RunParts, PolicyN
     first where `sft.enabled` and not cached), the task's stages and its `before_grpo` steps as
     `src.eval` takes them (cached), the roles prepared."""
     if cfg.sft.enabled:
-        datamodule = parts.datamodule
         folder = warm_start(
-            cfg, datamodule, parts.policy, parts.reward, parts.sampler, parts.loggers
+            cfg, parts.datamodule, parts.policy, parts.reward, parts.sampler, parts.loggers
         )
         use_warm_start(cfg, folder)
     run_stages(cfg, parts.datamodule, parts.loggers)

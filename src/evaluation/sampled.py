@@ -134,14 +134,16 @@ def sample_split(
     k: int,
     batch_size: int,
     reading: RoomReading,
+    seed: int,
     label: str = "room",
 ) -> SampledSplit:
-    """`k` sampled completions for each of `rows`, `batch_size` prompts a rollout, read as
-    groups and summed up as the room's figures (`room.split_figures`)."""
+    """`k` sampled completions for each of `rows`, `batch_size` prompts a rollout, drawn from
+    generators of their own seeded by `seed` (`own_generator`), read as groups and summed up
+    as the room's figures (`room.split_figures`)."""
     sampler, role, reward = parts
     groups: list[Group] = []
     prompts: list[str] = []
-    with Progress(transient=True) as progress:
+    with own_generator(seed), Progress(transient=True) as progress:
         task = progress.add_task(f"{label}: {k} samples a prompt", total=len(rows))
         for start in range(0, len(rows), batch_size):
             batch = rows[start : start + batch_size]

@@ -19,7 +19,7 @@ import lightning as L
 
 from src.evaluation.greedy import GreedyScorer
 from src.evaluation.room import room_closed
-from src.evaluation.sampled import Extractor, RoomReading, own_generator, sample_split
+from src.evaluation.sampled import Extractor, RoomReading, sample_split
 from src.grpo.module import GRPOModule
 
 SPLIT_OF = {"eval": "validation", "eval_unseen": "unseen"}  # held-out prefix -> split
@@ -56,16 +56,13 @@ class SampledRoom(L.Callback):
     def measure(self, trainer: L.Trainer, module: GRPOModule, before: bool) -> dict[str, float]:
         """Every held-out split's figures, and after training the room closed."""
         datamodule: Any = trainer.datamodule
-        rows_of = {"validation": datamodule.val_rows, "unseen": datamodule.unseen_rows}
         metrics: dict[str, float] = {}
         was_training = module.lm.training
         module.lm.eval()
         for prefix, scorer in module.held_out.items():
             split = SPLIT_OF.get(prefix, prefix)
-            rows = rows_of.get(split) or []
+            rows = datamodule.split_rows(split)
             rows = rows[: self.max_rows] if self.max_rows else rows
-            if not rows:
-                continue
             figures = self.sample(module, scorer, rows)
             if before:
                 self.before[split] = figures
@@ -86,11 +83,8 @@ class SampledRoom(L.Callback):
         """k samples of each row by the scorer's sampler and role, the policy as it is now."""
         success, form, extract = self.names
         reading = RoomReading.of(scorer.reward, success, form, extract)
-        with own_generator(self.seed):
-            parts = (scorer.sampler, scorer.role, scorer.reward)
-            split = sample_split(
-                module.lm, parts, rows, self.k, self.batch_size, reading, label="room"
-            )
+        parts = (scorer.sampler, scorer.role, scorer.reward)
+        split = sample_split(module.lm, parts, rows, self.k, self.batch_size, reading, self.seed)
         return split.figures
 
     def state_dict(self) -> dict[str, Any]:
