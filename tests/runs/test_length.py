@@ -28,7 +28,6 @@ def settled(make_cfg, *overrides: str):
 @pytest.mark.parametrize(
     ("preset", "epochs", "group_size", "batch_size"),
     [
-        ("default", 3, 4, 2),
         ("fast_test", 1, 2, 1),
         ("full_training", 5, 8, 4),
         ("from_sft", 3, 4, 2),
@@ -50,7 +49,16 @@ def test_a_preset_sets_the_size_and_epochs_become_steps(
 def test_the_math_task_without_a_preset_is_the_default_preset(make_cfg):
     plain = make_cfg("task=math", tiny=False)
     named = make_cfg("task=math", "preset=default", tiny=False)
-    assert plain == named and plain.epochs == 3 and plain.trainer.max_steps is None
+    assert plain == named and plain.epochs is None
+
+
+def test_the_default_preset_is_a_run_of_fixed_steps_and_its_own_learning_rate(make_cfg):
+    """preset=default: the 30-minute size, 22 steps whatever the rows, at the task's lr."""
+    cfg, data = settled(make_cfg, "preset=default")
+    assert cfg.trainer.max_steps == 22 and data.num_batches == 22
+    assert cfg.algo.scheduler.num_training_steps == 22
+    assert (cfg.algo.group_size, data.settings.batch_size) == (4, 2)
+    assert cfg.algo.optimizer.lr == 5e-4
 
 
 def test_steps_on_the_command_line_win_over_a_presets_epochs(make_cfg):
