@@ -47,6 +47,19 @@ def test_the_preflight_samples_the_tiny_model(make_cfg) -> None:
     assert validation["truncated"] + validation["distinct"] > 0  # an untrained model rambles
 
 
+def test_the_preflight_trains_a_tasks_stages_then_samples_the_policy_they_make(make_cfg) -> None:
+    """task=char_diffusion: its generator and judge stages train first (cached), then the
+    generator's fill-ins are sampled and read as a graded room on the judge's score."""
+    from tests.helpers.char_diffusion import SMALL as CHAR_DIFFUSION
+
+    figures = preflight(make_cfg(*CHAR_DIFFUSION, "room.rows=4", tiny=False))
+    assert set(figures) == {"train", "validation"}
+    for split in figures.values():
+        assert split["prompts"] == 4 and split["k"] == 2
+        assert split["best_of_k"] >= split["pass_at_1"] == pytest.approx(split["judge/mean"])
+        assert "maj_at_k" not in split  # graded: no vote
+
+
 @pytest.mark.parametrize(
     ("override", "message"),
     [
