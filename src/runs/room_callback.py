@@ -6,8 +6,9 @@ validation, `eval_unseen` -> unseen) are sampled `room.k` times each and read as
 pre-flight reads them (src/evaluation/room.py); at the evaluation of the last step again, with
 room closed = (pass@1 after - pass@1 before) / room before (not logged where there was no room)
 and pass@k after beside it (a policy that narrows loses it). A continued run's first part logs
-its end figures where it stopped on purpose (`trainer.max_steps` reached), as any run's end. The samples draw from a generator of their own (`room.seed`), so
-turning this on or off changes none of the training's draws.
+its end figures where it stopped on purpose (`trainer.max_steps` reached), as any run's end.
+The samples draw from a generator of their own (`room.seed`), so turning this on or off changes
+none of the training's draws.
 """
 
 from __future__ import annotations

@@ -52,7 +52,7 @@ def test_the_math_task_without_a_preset_is_the_default_preset(make_cfg):
     assert plain == named and plain.epochs is None
 
 
-def test_the_default_preset_is_a_run_of_fixed_steps_and_its_own_learning_rate(make_cfg):
+def test_the_default_preset_is_a_run_of_fixed_steps_at_the_tasks_learning_rate(make_cfg):
     """preset=default: the 30-minute size, 22 steps whatever the rows, at the task's lr."""
     cfg, data = settled(make_cfg, "preset=default")
     assert cfg.trainer.max_steps == 22 and data.num_batches == 22
