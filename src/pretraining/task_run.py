@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import logging
 import shlex
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -21,6 +20,7 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 
 from src.model.saved import LORA_ADAPTER, holds
+from src.utils.child import run_bound
 from src.utils.config import build
 from src.utils.errors import ConfigError, UserError
 from src.utils.resolvers import PROJECT_ROOT
@@ -71,10 +71,10 @@ def train_task(
     printed = shlex.join(["python", *command[1:]])
     log.info("Stage run: %s", printed)
     start = time.monotonic()
-    finished = subprocess.run(command, cwd=PROJECT_ROOT, check=False)
-    if finished.returncode != 0:
+    returncode = run_bound(command, cwd=PROJECT_ROOT)  # ends if this run is stopped
+    if returncode != 0:
         raise UserError(
-            f"the {task} run this stage needs failed (exit {finished.returncode}); its log is "
+            f"the {task} run this stage needs failed (exit {returncode}); its log is "
             f"in its run folder under {cfg.paths.output_root}/runs/{task}/. Its command: "
             f"{printed}"
         )

@@ -5,12 +5,12 @@ its adapter."""
 
 from __future__ import annotations
 
-import subprocess
 from pathlib import Path
 
 import pytest
 
 from src.eval import evaluate
+from src.pretraining import task_run
 from src.pretraining.stages import resolve_stage_checkpoints
 from src.pretraining.task_run import task_command, train_task
 from src.runs.parts import build_run_parts
@@ -84,9 +84,7 @@ def test_the_rewriters_command_line(make_cfg, tmp_path):
 
 def test_a_failed_rewriter_run_is_named_with_its_command(make_cfg, tmp_path, monkeypatch):
     cfg = make_cfg(*SEARCHER, tiny=False)
-    monkeypatch.setattr(
-        subprocess, "run", lambda command, **_: subprocess.CompletedProcess(command, 3)
-    )
+    monkeypatch.setattr(task_run, "run_bound", lambda command, **_: 3)
     with pytest.raises(UserError) as caught:
         train_task(tmp_path, cfg, None, [], False, task="medqa_rewriter", overrides=["x=1"])
     message = str(caught.value)
