@@ -6,7 +6,8 @@
 Each row: the file's task and model (from the run's .hydra/config.yaml beside it), the split,
 N prompts, k samples, pass@1, maj@k (or best-of-k for a graded reward), pass@k, the room,
 well-formed, right among well-formed, form and answer rooms, signal, learnability, truncated
-and distinct shares; the seconds the whole pre-flight took.
+and distinct shares; the seconds the whole pre-flight took. pass@1 and the room carry their
+95 % margin over the prompts (`+-`) where the file has it.
 """
 
 from __future__ import annotations
@@ -47,10 +48,14 @@ def described(path: Path) -> str:
 
 
 def cell(figures: dict[str, float], name: str) -> str:
+    """One figure, with its 95 % margin over the prompts where the file has one."""
     value = figures.get(name)
     if value is None or (name == "best_of_k" and "maj_at_k" in figures):
         return ""
-    return f"{int(value)}" if name in ("prompts", "k") else f"{value:.3f}"
+    if name in ("prompts", "k"):
+        return f"{int(value)}"
+    spread = figures.get(f"{name}_margin")
+    return f"{value:.3f} +-{spread:.3f}" if spread is not None else f"{value:.3f}"
 
 
 def main() -> None:

@@ -20,7 +20,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from src.data.files import jsonl_line
 from src.evaluation.greedy import GreedyScorer
-from src.evaluation.room import room_closed
+from src.evaluation.room import prompt_pass_at_1, room_closed, room_closed_margin
 from src.evaluation.sampled import RoomReading, sample_split
 from src.evaluation.scoring import score_head
 from src.model.network import PolicyNetwork
@@ -128,6 +128,9 @@ def evaluate(
     output_dir.mkdir(parents=True, exist_ok=True)
     results_path, summary_path = output_dir / "eval_results.jsonl", output_dir / "eval_summary.json"
     summaries: dict[str, dict[str, float]] = {}
+    rates: dict[
+        str, list[float]
+    ] = {}  # head -> each sampled row's pass@1, for room closed's margin
     run_tags = {"stage": "eval", "heads": ",".join(folders), **(tags or {})}
     with recorded_run(loggers, cfg, run_tags, datamodule.report), results_path.open("w") as results:
         # e.g. the last adversarial round's judge, as GRPO's
@@ -149,14 +152,15 @@ def evaluate(
                 head, lm, scorer, rows, eval_cfg.batch_size, extract
             )
             if cfg.room.in_eval:  # k samples a row: pass@1, maj@k, pass@k
-                summaries[head].update(sampled_room(cfg, lm, scorer, rows, extract))
+                room, rates[head] = sampled_room(cfg, lm, scorer, rows, extract)
+                summaries[head].update(room)
             del lm
             results.writelines(jsonl_line(record) for record in records)
             results.flush()  # head by head: a later failure keeps these
             log_head(loggers, head, summaries[head])
-        for head, closed in room_closed_against_base(summaries).items():
-            summaries[head]["room/room_closed"] = closed
-            log_head(loggers, head, {"room/room_closed": closed})
+        for head, closed in room_closed_against_base(summaries, rates).items():
+            summaries[head].update(closed)
+            log_head(loggers, head, closed)
         summary_path.write_text(json.dumps(summaries, indent=2))
         log_artifacts(loggers, results_path, summary_path)
     skipped = [head for head in heads if head not in folders]
@@ -165,7 +169,16 @@ def evaluate(
     return summaries
 
 
-SHOWN_ROOM = ("pass_at_1", "maj_at_k", "pass_at_k", "room")  # sampled figures a summary keeps
+SHOWN_ROOM = (  # sampled figures a summary keeps
+    "pass_at_1",
+    "pass_at_1_margin",
+    "maj_at_k",
+    "pass_at_k",
+    "room",
+    "room_margin",
+    "well_formed",
+    "right_among_well_formed",
+)
 
 
 def sampled_room(
@@ -174,28 +187,38 @@ def sampled_room(
     scorer: GreedyScorer,
     rows: list[dict[str, Any]],
     extract: Any,
-) -> dict[str, float]:
+) -> tuple[dict[str, float], list[float]]:
     """`room.k` samples of each row (at most `room.eval_rows`) by the head: `room/<figure>`
-    for the figures of SHOWN_ROOM and any well-formed share (docs/room.md)."""
+    for the figures of SHOWN_ROOM it has (docs/room.md), and each row's pass@1."""
     reading = RoomReading.of(scorer.reward, cfg.room.success, cfg.room.form, extract)
     rows = rows[: cfg.room.eval_rows] if cfg.room.eval_rows else rows
     parts = (scorer.sampler, scorer.role, scorer.reward)
     split = sample_split(lm, parts, rows, cfg.room.k, cfg.room.batch_size, reading, cfg.room.seed)
-    shown = [*SHOWN_ROOM, "well_formed", "right_among_well_formed"]
-    return {f"room/{name}": split.figures[name] for name in shown if name in split.figures}
+    figures = {f"room/{name}": split.figures[name] for name in SHOWN_ROOM if name in split.figures}
+    return figures, prompt_pass_at_1(split.groups)
 
 
-def room_closed_against_base(summaries: dict[str, dict[str, float]]) -> dict[str, float]:
-    """Each head's room closed: its sampled pass@1 less the base head's, over the base head's
-    room; {} where the base head was not scored or not sampled."""
+def room_closed_against_base(
+    summaries: dict[str, dict[str, float]], rates: dict[str, list[float]]
+) -> dict[str, dict[str, float]]:
+    """Each head's `room/room_closed`: its sampled pass@1 less the base head's, over the base
+    head's room, and its margin from the same rows' changes (`rates`: each head's per-row
+    pass@1); {} where the base head was not scored or not sampled."""
     base = summaries.get("base", {})
     if "room/room" not in base:
         return {}
-    return {
-        head: room_closed(summary["room/pass_at_1"], base["room/pass_at_1"], base["room/room"])
-        for head, summary in summaries.items()
-        if head != "base" and "room/pass_at_1" in summary
-    }
+    closed = {}
+    for head, summary in summaries.items():
+        if head == "base" or "room/pass_at_1" not in summary:
+            continue
+        room = base["room/room"]
+        closed[head] = {
+            "room/room_closed": room_closed(summary["room/pass_at_1"], base["room/pass_at_1"], room)
+        }
+        if head in rates and "base" in rates:
+            margin = room_closed_margin(rates[head], rates["base"], room)
+            closed[head]["room/room_closed_margin"] = margin
+    return closed
 
 
 def log_head(loggers: list[Any], head: str, metrics: dict[str, float]) -> None:

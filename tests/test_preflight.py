@@ -31,7 +31,9 @@ def test_the_preflight_reads_known_answers_as_the_room(make_cfg, capsys) -> None
         assert split["signal"] == 1.0
     printed = capsys.readouterr().out
     assert "pre-flight: 4 samples a prompt" in printed
-    assert "verdict (validation): signal in 100% of groups, room 0.25 on validation" in printed
+    assert (
+        "verdict (validation): signal in 100% of groups, room 0.25 +-0.00 on validation" in printed
+    )
     saved = json.loads((Path(cfg.paths.run_dir) / "preflight.json").read_text())
     assert saved["figures"]["train"]["pass_at_1"] == pytest.approx(0.75)
     run = only_run(cfg)
@@ -94,4 +96,4 @@ def test_the_room_table_script_reads_a_preflight(make_cfg, monkeypatch, capsys) 
     lines = capsys.readouterr().out.splitlines()
     assert lines[0].startswith("| run | seconds | split | N | k | pass@1 | maj@k |")
     rows = [line for line in lines[2:] if line.startswith("|")]
-    assert len(rows) == 2 and "| validation | 4 | 4 | 0.750 | 1.000 |" in rows[1]
+    assert len(rows) == 2 and "| validation | 4 | 4 | 0.750 +-0.000 | 1.000 |" in rows[1]

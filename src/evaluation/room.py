@@ -13,6 +13,10 @@ run can show. The formulas, stated in docs/room.md:
   majority can reach), else best-of-k - mean for a graded reward.
 - room closed: (pass@1 after - pass@1 before) / room before.
 - learnability of a prompt: p(1 - p), p its success rate (a graded reward: its reward variance).
+- margins: the half-width of a 95 % interval of a mean over prompts, 1.96 s / sqrt(N) (s the
+  prompts' sample standard deviation); the sampling noise of the prompts drawn, which is what
+  another draw of N prompts of the same kinds would move. For room closed, the margin of the
+  paired change in pass@1 (the same prompts before and after) over the room before.
 
 Everything here is a pure function of per-completion lists grouped by prompt.
 """
@@ -58,6 +62,29 @@ def answer_success(answer: str, answers: Sequence[str | None], successes: Sequen
 def room_closed(after: float, before: float, room: float) -> float:
     """(after - before) / room; NaN where there was no room (room <= 0)."""
     return (after - before) / room if room > 0 else float("nan")
+
+
+Z95 = 1.96  # the normal quantile of a two-sided 95 % interval
+
+
+def margin(values: Sequence[float]) -> float:
+    """Half-width of the 95 % interval of the mean of `values` (one per prompt): 1.96 s /
+    sqrt(N), s the sample standard deviation; NaN for fewer than two values."""
+    n = len(values)
+    if n < 2:
+        return float("nan")
+    centre = mean(values)
+    variance = sum((v - centre) ** 2 for v in values) / (n - 1)
+    return Z95 * math.sqrt(variance / n)
+
+
+def room_closed_margin(after: Sequence[float], before: Sequence[float], room: float) -> float:
+    """The margin of room closed: that of the per-prompt change in pass@1 (`after` and
+    `before` of the same prompts, in order) over the room before; NaN without room."""
+    if len(after) != len(before):
+        raise ValueError(f"{len(after)} prompts after training against {len(before)} before")
+    changes = [a - b for a, b in zip(after, before, strict=True)]
+    return margin(changes) / room if room > 0 else float("nan")
 
 
 @dataclass
@@ -109,6 +136,8 @@ def split_figures(groups: Sequence[Group]) -> dict[str, float]:
         figures["pass_at_1"] = figures["reward"]
         figures["learnability"] = mean([spread(r) ** 2 for r in rewards])
         figures["room"] = figures["best_of_k"] - figures["reward"]
+    figures["pass_at_1_margin"] = margin(prompt_pass_at_1(groups))
+    figures["room_margin"] = margin(prompt_rooms(groups))
     if all(group.well_formed is not None for group in groups):
         figures.update(form_figures(groups, figures))
     for name in groups[0].parts:
@@ -123,6 +152,26 @@ def split_figures(groups: Sequence[Group]) -> dict[str, float]:
     if len(chances) == len(groups) and "pass_at_k" in figures:  # a guess of a success's answer
         figures["chance"] = mean(chances)
     return figures
+
+
+def prompt_pass_at_1(groups: Sequence[Group]) -> list[float]:
+    """Each prompt's pass@1: its success rate, or its mean reward where the reward is graded."""
+    if all(group.successes is not None for group in groups):
+        return [mean(group.successes or []) for group in groups]
+    return [mean(group.rewards) for group in groups]
+
+
+def prompt_rooms(groups: Sequence[Group]) -> list[float]:
+    """Each prompt's room, the terms `split_figures` averages: maj@k, else pass@k (a success
+    without answers), else best-of-k (graded), less the prompt's pass@1."""
+    rates = prompt_pass_at_1(groups)
+    if not all(group.successes is not None for group in groups):
+        return [max(g.rewards) - p for g, p in zip(groups, rates, strict=True)]
+    if all(group.answers is not None for group in groups):
+        tops = [majority_success(g.answers or [], g.successes or []) for g in groups]
+    else:
+        tops = [pass_at_k(g.size, round(sum(g.successes or [])), g.size) for g in groups]
+    return [top - p for top, p in zip(tops, rates, strict=True)]
 
 
 def success_figures(groups: Sequence[Group], k: int) -> dict[str, float]:
@@ -192,7 +241,10 @@ def verdict(figures: dict[str, float], split: str) -> str:
             f"no signal: every {split} prompt's {k} completions score alike, so a step has "
             "nothing to learn from; raise the temperature or the group size, or change the reward"
         )
-    line = f"signal in {signal:.0%} of groups, room {room:.2f} on {split} " + room_terms(figures)
+    spread_of_room = figures.get("room_margin", float("nan"))
+    interval = f" +-{spread_of_room:.2f}" if math.isfinite(spread_of_room) else ""
+    line = f"signal in {signal:.0%} of groups, room {room:.2f}{interval} on {split} "
+    line += room_terms(figures)
     if room < ENOUGH_ROOM:
         line = f"little room: {line}; a run can show at most that much"
     elif signal < SOME_SIGNAL:

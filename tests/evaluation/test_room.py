@@ -6,12 +6,15 @@ from __future__ import annotations
 import math
 
 import pytest
+import torch
 
 from src.evaluation.room import (
     Group,
     majority_success,
+    margin,
     pass_at_k,
     room_closed,
+    room_closed_margin,
     split_figures,
     verdict,
 )
@@ -65,6 +68,32 @@ def test_room_closed() -> None:
     assert math.isnan(room_closed(after=0.3, before=0.3, room=0.0))
 
 
+def test_margin_by_hand() -> None:
+    # values 0, 1, 2: sample sd 1, so 1.96 / sqrt(3)
+    assert margin([0.0, 1.0, 2.0]) == pytest.approx(1.96 / math.sqrt(3))
+    assert margin([0.3] * 10) == pytest.approx(0.0, abs=1e-12)  # every prompt alike
+    assert math.isnan(margin([0.5]))  # one prompt: no interval
+
+
+def test_margin_covers_the_true_mean_about_95_times_in_100() -> None:
+    draws = torch.Generator().manual_seed(0)
+    covered = 0
+    for _ in range(400):  # 400 samples of 50 prompts, each a success rate of 8 coin flips at 0.3
+        rates = (torch.rand(50, 8, generator=draws) < 0.3).float().mean(dim=1).tolist()
+        covered += abs(sum(rates) / 50 - 0.3) <= margin(rates)
+    assert 0.91 <= covered / 400 <= 0.98
+
+
+def test_room_closed_margin_pairs_the_prompts() -> None:
+    # every prompt rose by 0.2: the change has no spread, whatever the prompts' own levels
+    assert room_closed_margin([0.3, 0.9, 0.5], [0.1, 0.7, 0.3], 0.4) == pytest.approx(0, abs=1e-9)
+    # changes 0 and 0.4: sample sd 0.2 * sqrt(2), margin 1.96 * 0.2, over the room 0.4
+    assert room_closed_margin([0.1, 0.5], [0.1, 0.1], room=0.4) == pytest.approx(0.98)
+    assert math.isnan(room_closed_margin([0.1, 0.5], [0.1, 0.1], room=0.0))
+    with pytest.raises(ValueError, match="2 prompts after training against 1 before"):
+        room_closed_margin([0.1, 0.5], [0.1], room=0.4)
+
+
 def groups_table() -> list[Group]:
     """Two prompts, four samples each, with answers and a form (by hand below)."""
     return [
@@ -97,6 +126,9 @@ def test_split_figures_by_hand() -> None:
     assert f["pass_at_k"] == pytest.approx((1.0 + 0.0) / 2)
     assert f["maj_at_k"] == pytest.approx((1.0 + 0.0) / 2)
     assert f["room"] == pytest.approx(0.5 - 0.25)
+    # per prompt pass@1 0.5 and 0, room 0.5 and 0: sample sd 0.5 / sqrt(2), over sqrt(2)
+    assert f["pass_at_1_margin"] == pytest.approx(1.96 * 0.25)
+    assert f["room_margin"] == pytest.approx(1.96 * 0.25)
     assert f["learnability"] == pytest.approx((0.25 + 0.0) / 2)
     assert f["signal"] == 0.5  # the second group's rewards tie
     assert f["best_of_k"] == pytest.approx((1.5 + 0.5) / 2)
@@ -120,6 +152,8 @@ def test_a_graded_reward_has_best_of_k_room() -> None:
     assert f["room"] == pytest.approx((0.6 + 0.4) / 2 - 0.4)
     assert f["learnability"] == pytest.approx((0.04 + 0.0) / 2)
     assert "maj_at_k" not in f and "pass_at_k" not in f
+    # rooms per prompt 0.2 and 0 (best of k less the mean): sample sd 0.1 * sqrt(2)
+    assert f["room_margin"] == pytest.approx(1.96 * 0.1)
 
 
 def test_groups_of_unequal_size_are_refused() -> None:
@@ -133,7 +167,7 @@ def test_verdicts() -> None:
     alike = split_figures([Group(rewards=[1.0] * 4, successes=[1] * 4, answers=["A"] * 4)])
     assert verdict(alike, "train").startswith("no signal")
     line = verdict(split_figures(groups_table()), "validation")
-    assert line.startswith("signal in 50% of groups, room 0.25 on validation")
+    assert line.startswith("signal in 50% of groups, room 0.25 +-0.49 on validation")
     assert "pass@1 0.25 -> maj@4 0.50, pass@4 0.50" in line
     assert "answer room 0.17" in line
     assert "(a guess 0.25, +-0.38 over 5 samples): no better than a guess" in line

@@ -21,6 +21,9 @@ def test_the_room_is_sampled_at_the_start_and_the_end(make_cfg) -> None:
     assert history(cfg, run, "room/validation/pass_at_1") == {0: 0.75, 2: 0.75}
     assert history(cfg, run, "room/validation/room") == {0: 0.25, 2: 0.25}
     assert history(cfg, run, "room/validation/room_closed") == {2: 0.0}  # a fixed sampler
+    # every row scores alike before and after: the paired change has no spread
+    assert history(cfg, run, "room/validation/room_closed_margin") == {2: 0.0}
+    assert history(cfg, run, "room/validation/room_margin") == {0: 0.0, 2: 0.0}
     assert history(cfg, run, "room/validation/pass_at_k_change") == {2: 0.0}
 
 
@@ -42,9 +45,11 @@ def test_turning_it_off_samples_nothing_and_trains_the_same(make_cfg, tmp_path) 
 def test_its_state_travels_in_checkpoints() -> None:
     callback = SampledRoom(True, 4, "auto", "auto", None, None, 2, 0)
     callback.before = {"validation": {"pass_at_1": 0.5, "room": 0.2}}
+    callback.before_rates = {"validation": [0.25, 0.75]}
     again = SampledRoom(True, 4, "auto", "auto", None, None, 2, 0)
     again.load_state_dict(callback.state_dict())
     assert again.before == callback.before
+    assert again.before_rates == callback.before_rates
 
 
 @pytest.mark.parametrize(("after", "closed"), [(0.6, 0.5), (0.5, 0.0)])
