@@ -26,6 +26,8 @@ from src.tracking.store import experiment_id
 log = logging.getLogger(__name__)
 
 SWEEP_ENV = "GRPO_SWEEP"
+SEED_KEY = "seed"  # a swept seed makes runs of one configuration, not configurations
+ONE_CONFIGURATION = "all runs"  # the configuration of a sweep that varies nothing but the seed
 
 _failed: dict[int, str] = {}  # job number -> its error, for every failed job this process saw
 
@@ -147,12 +149,15 @@ def current_job() -> Job | None:
 
 def job_tags(job: Job, run_name: str | None = None) -> dict[str, str]:
     """The tags that make a run this job's child in the MLflow UI and let it be grouped and
-    filtered by swept value: `sweep_id`, `sweep_job`, `sweep.<key>`, `mlflow.parentRunId`."""
+    filtered by swept value: `sweep_id`, `sweep_job`, `sweep.<key>`, `mlflow.parentRunId`, and
+    `sweep_config`, the swept values but the seed's (the runs of one configuration share it)."""
+    configuration = " ".join(f"{k}={v}" for k, v in job.values.items() if k != SEED_KEY)
     tags = {
         "sweep_id": job.sweep.sweep_id,
         "sweep_job": str(job.num),
         "job_dir": job.folder,
         "mlflow.parentRunId": job.sweep.parent_run_id,
+        "sweep_config": configuration or ONE_CONFIGURATION,
         **{f"sweep.{key}": value for key, value in job.values.items()},
     }
     if not run_name:

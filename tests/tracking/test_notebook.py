@@ -41,7 +41,8 @@ def test_notebook_plots_and_tabulates_the_sweep(six_job_sweep, tmp_path, monkeyp
         for o in outputs
         if "image/png" in o.get("data", {})
     ]
-    assert len(pngs) == 1, "one figure: reward and eval/accuracy against step"
+    # reward and eval/accuracy against step; the intervals over seeds; the performance profile
+    assert len(pngs) == 3
     png = pngs[0]
     assert png.startswith(b"\x89PNG\r\n\x1a\n")
     width, height = struct.unpack(">II", png[16:24])
@@ -55,3 +56,6 @@ def test_notebook_plots_and_tabulates_the_sweep(six_job_sweep, tmp_path, monkeyp
         text for text in texts if "jobs" in text and ("kl_beta" in text or "group_size" in text)
     ]
     assert len(means) == 2  # one table per swept key
+    # six configurations of one run each: points, and no interval without a second seed
+    intervals = next(text for text in texts if "IQM low" in text)
+    assert intervals.count("kl_beta=") == 6 and "NaN" in intervals
