@@ -13,6 +13,13 @@ from torch.utils.data import DataLoader, Dataset, Sampler
 
 from src.data.data_settings import DataSettings
 from src.data.files import DataFileError, read_rows, require_fields
+from src.data.learnability import (
+    DRAW_KEY,
+    ROW_KEY,
+    Learnability,
+    SamplingSettings,
+    learnability_batches,
+)
 from src.data.mcq import blank, clean_rows, is_mcq_row, shuffle_options
 from src.utils.distributed import rank, world_size
 from src.utils.errors import ConfigError
@@ -39,16 +46,24 @@ class StepSampler(Sampler[list[int]]):
 
     With `numbered`, each index comes as `(row, draw)`: `draw` numbers the draw within the
     whole run (pass and position), so whatever a dataset does per draw is as reproducible as
-    the order, resumed runs included."""
+    the order, resumed runs included. With `learnability` the batches are drawn by it instead
+    of from permutations (src/data/learnability.py), always numbered."""
 
     def __init__(
-        self, num_rows: int, batch_size: int, num_batches: int, seed: int, numbered: bool = False
+        self,
+        num_rows: int,
+        batch_size: int,
+        num_batches: int,
+        seed: int,
+        numbered: bool = False,
+        learnability: Learnability | None = None,
     ) -> None:
         self.num_rows = num_rows
         self.batch_size = batch_size
         self.num_batches = num_batches
         self.seed = seed
-        self.numbered = numbered
+        self.numbered = numbered or learnability is not None
+        self.learnability = learnability
         self.epoch = 0
         self.start_batch = 0  # the next pass starts here (set when resuming), then from 0
 
@@ -64,6 +79,19 @@ class StepSampler(Sampler[list[int]]):
         return self.num_batches
 
     def __iter__(self) -> Iterator[list[int] | list[tuple[int, int]]]:
+        if self.learnability is not None:
+            start, self.start_batch = self.start_batch, 0
+            share, first = process_share(self.batch_size)
+            passed = self.epoch * self.num_batches  # batches of earlier passes
+            yield from learnability_batches(
+                self.learnability,
+                passed + start,
+                passed + self.num_batches,
+                self.seed,
+                share,
+                first,
+            )
+            return
         # Pass 0 draws exactly what RandomSampler(generator=manual_seed(seed)) would.
         generator = torch.Generator().manual_seed(self.seed + 1_000_003 * self.epoch)
         order: list[int] = []
@@ -132,7 +160,9 @@ class DrawnRows(Dataset):
     draw's number (`StepSampler(numbered=True)`): with `deal_options` a multiple-choice row's
     options are dealt to the letters afresh; with `oracle_share` that share of the draws is
     marked `oracle: True`, whose search a searcher answers with the row's gold passage
-    (`Searcher.search`). The two use separate random streams: a share leaves the deal as it was."""
+    (`Searcher.search`). The two use separate random streams: a share leaves the deal as it was.
+    With `tagged` each drawn row carries its index and its draw's number (`ROW_KEY`,
+    `DRAW_KEY`), which learnability sampling reads back from the groups sampled for it."""
 
     def __init__(
         self,
@@ -140,11 +170,13 @@ class DrawnRows(Dataset):
         seed: int,
         deal_options: bool = False,
         oracle_share: float = 0.0,
+        tagged: bool = False,
     ) -> None:
         self.rows = rows
         self.seed = seed
         self.deal_options = deal_options
         self.oracle_share = oracle_share
+        self.tagged = tagged
 
     def __len__(self) -> int:
         return len(self.rows)
@@ -157,6 +189,8 @@ class DrawnRows(Dataset):
         if self.oracle_share > 0:
             oracle = random.Random(f"{self.seed}:{draw}:oracle").random() < self.oracle_share
             row = {**row, "oracle": oracle}
+        if self.tagged:
+            row = {**row, ROW_KEY: index, DRAW_KEY: draw}
         return row
 
 
@@ -167,14 +201,17 @@ def step_loader(
     seed: int,
     deal_options: bool = False,
     oracle_share: float = 0.0,
+    learnability: Learnability | None = None,
 ) -> DataLoader:
     """`num_batches` random batches of rows in one pass, so a progress bar counts steps;
     `batch_size` rows per step over all processes together. With `deal_options` every drawn
     multiple-choice row comes with its options in a new order, and with `oracle_share` that
-    share of the draws is marked `oracle` (`DrawnRows`)."""
-    per_draw = deal_options or oracle_share > 0
-    order = StepSampler(len(rows), batch_size, num_batches, seed, numbered=per_draw)
-    dataset = DrawnRows(rows, seed, deal_options, oracle_share) if per_draw else rows
+    share of the draws is marked `oracle` (`DrawnRows`); with `learnability` the batches are
+    drawn by it and every row is tagged with its index and draw."""
+    tagged = learnability is not None
+    per_draw = deal_options or oracle_share > 0 or tagged
+    order = StepSampler(len(rows), batch_size, num_batches, seed, per_draw, learnability)
+    dataset = DrawnRows(rows, seed, deal_options, oracle_share, tagged) if per_draw else rows
     return DataLoader(dataset, batch_sampler=order, collate_fn=keep_rows)
 
 
@@ -227,6 +264,9 @@ class PromptDataModule(L.LightningDataModule):
         self.val_rows: list[dict[str, Any]] = []
         self.report: dict[str, Any] = {}
         self.resume_position: tuple[int, int] | None = None  # (pass, batch) from a checkpoint
+        self.learnability: Learnability | None = None  # with learnability sampling, once drawing
+        self.drawing: tuple[SamplingSettings, str] | None = None  # (settings, success function)
+        self.learnability_state: dict[str, Any] = {}  # from a checkpoint, until drawing starts
 
     @classmethod
     def more_keys(cls) -> set[str]:
@@ -417,9 +457,28 @@ class PromptDataModule(L.LightningDataModule):
     def setup(self, stage: str | None = None) -> None:
         self.prepare_rows()
 
+    def draw_by_learnability(self, settings: SamplingSettings, success: str) -> None:
+        """Draw the training prompts by learnability (src/data/learnability.py), each group's
+        success read from the reward function `success`; the run's loop reports the groups
+        through `observe_rollout`."""
+        self.drawing = (settings, success)
+
+    def observe_rollout(
+        self, rows: list[dict[str, Any]], parts: dict[str, torch.Tensor], group_size: int
+    ) -> dict[str, float]:
+        """The groups a rollout sampled (`RolloutFeedback`): noted by learnability sampling,
+        which returns its `sampling/*` figures; {} when prompts are drawn uniformly."""
+        if self.learnability is None:
+            return {}
+        return self.learnability.observe(rows, parts, group_size)
+
     def train_dataloader(self) -> DataLoader:
         settings = self.settings
         rows_per_step = settings.batch_size * settings.rounds_per_step  # the step's, then a reserve
+        if self.drawing is not None and self.learnability is None:
+            sampling, success = self.drawing
+            self.learnability = Learnability(len(self.train_rows), rows_per_step, sampling, success)
+            self.learnability.load_state_dict(self.learnability_state)
         loader = step_loader(
             self.train_rows,
             rows_per_step,
@@ -427,6 +486,7 @@ class PromptDataModule(L.LightningDataModule):
             settings.seed,
             settings.shuffle_options,
             settings.oracle_share,
+            self.learnability,
         )
         if self.resume_position is not None:
             loader.batch_sampler.resume_at(*self.resume_position)
@@ -435,16 +495,21 @@ class PromptDataModule(L.LightningDataModule):
 
     def state_dict(self) -> dict[str, Any]:
         """The training position saved in checkpoints: the pass and how many of its batches
-        were trained on, so a resumed run draws the batches an uninterrupted one would."""
+        were trained on, and with learnability sampling its estimates, so a resumed run draws
+        the batches an uninterrupted one would."""
         trainer = self.trainer
         if trainer is None:
             return {}
         progress = trainer.fit_loop.epoch_loop.batch_progress.current
-        return {"epoch": trainer.current_epoch, "batches": progress.processed}
+        state = {"epoch": trainer.current_epoch, "batches": progress.processed}
+        if self.learnability is not None:  # the estimates the next draws are made from
+            state["learnability"] = self.learnability.state_dict()
+        return state
 
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
         if state_dict:
             self.resume_position = (int(state_dict["epoch"]), int(state_dict["batches"]))
+            self.learnability_state = dict(state_dict.get("learnability") or {})
 
     def held_out_splits(self) -> list[str]:
         """The held-out splits `val_dataloader` returns, in its order."""

@@ -4,7 +4,7 @@ folder's table and checks a composed config against them."""
 
 from __future__ import annotations
 
-from src.utils.setting import FLAG, OPTIONAL_TEXT, TEXTS, AnyOf, Setting, number, whole
+from src.utils.setting import FLAG, OPTIONAL_TEXT, TEXTS, AnyOf, Setting, choice, number, whole
 
 # key -> what it may hold; what each means is said beside it in its config
 SETTINGS: dict[str, Setting | AnyOf] = {
@@ -22,4 +22,9 @@ SETTINGS: dict[str, Setting | AnyOf] = {
     "data.oracle_share": number(0, 1),
     "data.shuffle_options": FLAG,
     "data.required_fields": TEXTS,
+    # sampling (conf/sampling/): how training prompts are drawn (src/data/learnability.py)
+    "sampling.order": choice("uniform", "learnability"),
+    "sampling.uniform_share": number(0, 1),
+    "sampling.decay": number(0, 1, below=True),
+    "sampling.unknown": number(0, 0.25, above=True),
 }

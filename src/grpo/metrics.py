@@ -125,3 +125,13 @@ def table_value(value: Any) -> Any:
     if value is None or isinstance(value, str | int | float | bool):
         return value
     return json.dumps(value, ensure_ascii=False, default=str)
+
+
+def mean_figures(figures: list[dict[str, float]]) -> dict[str, float]:
+    """Each figure's mean over the dicts that hold it (e.g. one per batch a step sampled)."""
+    names = dict.fromkeys(name for part in figures for name in part)
+    return {
+        name: sum(part[name] for part in figures if name in part)
+        / sum(1 for part in figures if name in part)
+        for name in names
+    }

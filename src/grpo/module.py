@@ -20,10 +20,11 @@ import torch
 from lightning.pytorch.strategies import DDPStrategy, FSDPStrategy
 from torch import Tensor
 
+from src.data.learnability import RolloutFeedback
 from src.evaluation.greedy import GreedyScorer
 from src.grpo.advantages import estimate_advantages, keep_top_k, normalize_then_sum
 from src.grpo.dynamic_sampling import sample_with_spread
-from src.grpo.metrics import RolloutRecord, rollout_metrics, sample_rows
+from src.grpo.metrics import RolloutRecord, mean_figures, rollout_metrics, sample_rows
 from src.grpo.nonfinite import NonFiniteGuard
 from src.grpo.objective import (
     Denominators,
@@ -321,19 +322,31 @@ class GRPOModule(L.LightningModule):
     def rollout_groups(self, batch: list[dict[str, Any]]) -> tuple[Episode, dict[str, float]]:
         """This step's episode: its prompts' groups; with `sampling_rounds` > 1 (DAPO's dynamic
         sampling) the batch holds that many batches of prompts, and groups whose rewards tie
-        are replaced by groups of the next ones (`src.grpo.dynamic_sampling`)."""
+        are replaced by groups of the next ones (`src.grpo.dynamic_sampling`). Every batch
+        sampled is reported to the data where it takes feedback (`RolloutFeedback`:
+        learnability sampling), whose `sampling/*` figures come back averaged."""
+
+        group_size = self.settings.group_size
+        datamodule = self.trainer.datamodule
+        feedback = datamodule if isinstance(datamodule, RolloutFeedback) else None
+        observed: list[dict[str, float]] = []  # sampling/* of each batch sampled
 
         def sample(rows: list[dict[str, Any]]) -> Episode:
-            return run_episode(
-                self.lm, self.sampler, self.policy, self.reward, rows, self.settings.group_size
-            )
+            episode = run_episode(self.lm, self.sampler, self.policy, self.reward, rows, group_size)
+            if feedback is not None:  # e.g. learnability sampling's success estimates
+                observed.append(
+                    feedback.observe_rollout(episode.rows, episode.reward_parts, group_size)
+                )
+            return episode
 
         if self.settings.sampling_rounds == 1:
-            return sample(batch), {}
-        pad = self.lm.tokenizer.pad_token_id
-        return sample_with_spread(
-            sample, batch, self.settings.sampling_rounds, self.settings.group_size, pad
-        )
+            episode, metrics = sample(batch), {}
+        else:
+            pad = self.lm.tokenizer.pad_token_id
+            episode, metrics = sample_with_spread(
+                sample, batch, self.settings.sampling_rounds, group_size, pad
+            )
+        return episode, {**metrics, **mean_figures(observed)}
 
     def loss_mask(self, rollout: Rollout) -> Tensor:
         """[N, T] the tokens the loss counts: every completion token the policy wrote (not

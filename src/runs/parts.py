@@ -12,6 +12,8 @@ import lightning as L
 from omegaconf import DictConfig
 
 from src.data.datamodule import PromptDataModule
+from src.data.learnability import SamplingSettings
+from src.evaluation.sampled import named
 from src.grpo.module import GRPOModule
 from src.grpo.settings import AlgoSettings
 from src.model.network import PolicyNetwork, Scorer
@@ -27,7 +29,7 @@ from src.runs.length import settle_max_steps
 from src.runs.resume import ResumePoint
 from src.runs.settings import check_settings
 from src.utils.allocator import keep_freed_memory
-from src.utils.config import build
+from src.utils.config import build, plain
 from src.utils.errors import ConfigError, UserError
 from src.utils.quiet import quiet_foreign_lines
 
@@ -69,6 +71,7 @@ def build_run_parts(cfg: DictConfig, resume: ResumePoint | None = None) -> RunPa
     datamodule.prepare_rows()
     reward: CombinedReward = build(cfg.reward)
     datamodule.drop_rows_without(reward.required_fields())  # e.g. accuracy: a gold final answer
+    draw_training_prompts(cfg, datamodule, reward)  # sampling=learnability: by p(1-p)
     settle_max_steps(cfg, datamodule, algo)  # epochs=N: steps from the number of training rows
     policy = build(cfg.policy, **checked_retriever(cfg))
     unseen = unseen_role(cfg, datamodule) if datamodule.unseen_rows else None
@@ -85,6 +88,25 @@ def build_run_parts(cfg: DictConfig, resume: ResumePoint | None = None) -> RunPa
         unseen=unseen,
         before_grpo=before_grpo,
     )
+
+
+def draw_training_prompts(
+    cfg: DictConfig, datamodule: PromptDataModule, reward: CombinedReward
+) -> None:
+    """With `sampling=learnability`, the datamodule draws training prompts by their success
+    rates, read from the reward function `room.success` names; a reward without one is
+    refused here, before any model loads."""
+    settings = SamplingSettings.of(plain(cfg.get("sampling") or {}), "sampling")
+    if settings.order != "learnability":
+        return
+    success = named(reward, "room.success", cfg.room.success)
+    if success is None:
+        raise ConfigError(
+            "sampling=learnability draws prompts by their success rate, and room.success names "
+            f"no 0/1 function of this run's reward ({', '.join(sorted(reward.functions))}): "
+            "set room.success=NAME of one, or use sampling=uniform"
+        )
+    datamodule.draw_by_learnability(settings, success)
 
 
 def unseen_role(

@@ -33,8 +33,14 @@ def configuration_labels(runs: pd.DataFrame) -> pd.Series:
     if not columns:
         return pd.Series(ONE_CONFIGURATION, index=runs.index)
     return runs[columns].apply(
-        lambda row: " ".join(f"{c.removeprefix('sweep.')}={row[c]}" for c in columns), axis=1
+        lambda row: " ".join(f"{c.removeprefix('sweep.')}={shown(row[c])}" for c in columns),
+        axis=1,
     )
+
+
+def shown(value: object) -> str:
+    """A swept value as the command line gave it: 4, not 4.0 (numeric columns hold floats)."""
+    return f"{value:g}" if isinstance(value, float) else str(value)
 
 
 def last_values(histories: pd.DataFrame, metric: str) -> pd.Series:

@@ -59,6 +59,11 @@ def test_the_seed_is_no_part_of_a_configuration() -> None:
     assert only_seeds["sweep_config"] == "all runs"
     runs = pd.DataFrame({"sweep.algo": ["grpo", "dapo", "grpo"], "sweep.seed": [1, 1, 2]})
     assert list(configuration_labels(runs)) == ["algo=grpo", "algo=dapo", "algo=grpo"]
+    numeric = pd.DataFrame({"sweep.algo.kl_beta": [0.05, 0.1], "sweep.algo.group_size": [2.0, 4.0]})
+    assert list(configuration_labels(numeric)) == [
+        "algo.kl_beta=0.05 algo.group_size=2",
+        "algo.kl_beta=0.1 algo.group_size=4",
+    ]
     assert list(configuration_labels(runs[["sweep.seed"]])) == ["all runs"] * 3
 
 

@@ -58,4 +58,4 @@ def test_notebook_plots_and_tabulates_the_sweep(six_job_sweep, tmp_path, monkeyp
     assert len(means) == 2  # one table per swept key
     # six configurations of one run each: points, and no interval without a second seed
     intervals = next(text for text in texts if "IQM low" in text)
-    assert intervals.count("kl_beta=") == 6 and "NaN" in intervals
+    assert "algo.kl_beta=0.1 algo.group_size=4 " in intervals and "NaN" in intervals
