@@ -150,3 +150,32 @@ def test_a_graded_reward_is_refused_before_any_model_loads(make_cfg) -> None:
     cfg = make_cfg("sampling=learnability", "room.success=null")
     with pytest.raises(ConfigError, match=r"^sampling=learnability draws prompts by their success"):
         build_run_parts(cfg)
+
+
+@pytest.mark.slow
+def test_a_continued_run_draws_what_an_unbroken_one_draws(make_cfg, tmp_path, monkeypatch) -> None:
+    """Six steps straight, then the same run continued from its checkpoint of step 3: the
+    batches of steps 4 to 6 are drawn from the same estimates and hold the same prompts."""
+    from src.train import train
+
+    drawn: dict[int, tuple[list[int], dict[int, float]]] = {}  # batch -> rows, estimates
+    original = Learnability.draw
+
+    def recording(self: Learnability, batch: int, seed: int) -> list[int]:
+        rows = original(self, batch, seed)
+        drawn[batch] = (rows, dict(self.estimates))
+        return rows
+
+    monkeypatch.setattr(Learnability, "draw", recording)
+    common = [
+        "sampling=learnability", "trainer.max_steps=6", "data.batch_size=4",
+        "callbacks.checkpoint.every_n_train_steps=3", "callbacks.checkpoint.save_top_k=-1",
+    ]  # fmt: skip
+    train(make_cfg(*common, f"paths.run_dir={tmp_path / 'straight'}"))
+    straight = {batch: drawn[batch] for batch in (3, 4, 5)}  # steps 4 to 6
+    assert all(estimates for _, estimates in straight.values())  # the estimates weighed them
+    drawn.clear()
+    (third,) = (tmp_path / "straight" / "checkpoints").glob("*step=3.ckpt")
+    train(make_cfg(*common, f"paths.run_dir={tmp_path / 'continued'}", f"ckpt_path='{third}'"))
+    assert min(drawn) == 3  # the continuation drew from step 4 on
+    assert {batch: drawn[batch] for batch in (3, 4, 5)} == straight

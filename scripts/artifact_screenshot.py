@@ -1,0 +1,106 @@
+"""A picture of a run's artifact in the MLflow UI, as `make ui` serves it, taken by headless
+Chromium: how the docs show what `python -m src.compare` logs to a sweep's parent run.
+
+    python scripts/artifact_screenshot.py RUN_ID comparison/eval_accuracy_intervals.png \
+        docs/figures/compare_artifacts.png
+
+It starts `mlflow ui` over the project's store (`outputs/mlflow.db`, or `--store`) on a free
+localhost port, opens the run's Artifacts tab at that file, waits for the image to show, saves
+the page and stops the server. Needs Debian's chromium and playwright (the dev extra).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+from mlflow import MlflowClient
+
+ROOT = Path(__file__).resolve().parents[1]
+STORE = f"sqlite:///{ROOT / 'outputs' / 'mlflow.db'}"
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--no-first-run",
+    "--disable-background-networking",
+]
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+@contextlib.contextmanager
+def mlflow_ui(store: str) -> Iterator[str]:
+    """`mlflow ui` over `store` (as `make ui` runs it) until the block ends; yields its address."""
+    port = free_port()
+    server = subprocess.Popen(
+        [str(Path(sys.executable).with_name("mlflow")), "ui", "--backend-store-uri", store,
+         "--host", "127.0.0.1", "--port", str(port)],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL,
+        start_new_session=True, env={**os.environ, "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"},
+    )  # fmt: skip
+    address = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            try:
+                urllib.request.urlopen(f"{address}/health", timeout=2).read()
+                break
+            except OSError:
+                if server.poll() is not None or time.monotonic() > deadline:
+                    raise SystemExit("error: mlflow ui did not start") from None
+                time.sleep(0.5)
+        yield address
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(server.pid, signal.SIGTERM)
+        server.wait(timeout=30)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("run_id", help="the run whose artifact is shown")
+    parser.add_argument("artifact", help="the artifact's path in the run, e.g. comparison/x.png")
+    parser.add_argument("output", type=Path, help="the PNG to write")
+    parser.add_argument("--store", default=STORE, help="the MLflow store (default: the project's)")
+    args = parser.parse_args()
+    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
+    if chromium is None:
+        raise SystemExit("error: no chromium: apt-get install chromium")
+    from playwright.sync_api import sync_playwright
+
+    experiment = MlflowClient(args.store).get_run(args.run_id).info.experiment_id
+    with mlflow_ui(args.store) as address, sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=chromium, args=CHROMIUM_ARGS)
+        try:
+            page = browser.new_page(viewport={"width": 1500, "height": 950})
+            page.goto(
+                f"{address}/#/experiments/{experiment}/runs/{args.run_id}/artifacts/{args.artifact}"
+            )
+            page.locator("img").last.wait_for(state="visible", timeout=60_000)
+            close = page.get_by_role("button", name="Close", exact=True)
+            if close.count():  # MLflow 3's assistant panel
+                close.first.click()
+            page.wait_for_timeout(1000)  # the image's layout settles (a picture, not a test)
+            args.output.parent.mkdir(parents=True, exist_ok=True)
+            page.screenshot(path=str(args.output), animations="disabled")
+        finally:
+            browser.close()
+    print(f"wrote {args.output}")
+
+
+if __name__ == "__main__":
+    main()
