@@ -179,3 +179,22 @@ def test_a_continued_run_draws_what_an_unbroken_one_draws(make_cfg, tmp_path, mo
     train(make_cfg(*common, f"paths.run_dir={tmp_path / 'continued'}", f"ckpt_path='{third}'"))
     assert min(drawn) == 3  # the continuation drew from step 4 on
     assert {batch: drawn[batch] for batch in (3, 4, 5)} == straight
+
+
+def test_with_dynamic_sampling_every_round_is_reported(make_cfg, monkeypatch) -> None:
+    """The untrained tiny model ties every group, so each step spends its 3 rounds: all 3
+    batches of prompts (the reserve's too) are reported, 2 groups each."""
+    from src.train import train
+
+    reported: list[int] = []
+    original = Learnability.observe
+
+    def counting(self: Learnability, rows: list, parts: dict, group_size: int) -> dict:
+        reported.append(len(rows) // group_size)
+        return original(self, rows, parts, group_size)
+
+    monkeypatch.setattr(Learnability, "observe", counting)
+    train(
+        make_cfg("~reward.functions.printable", "algo.sampling_rounds=3", "sampling=learnability")
+    )
+    assert reported == [2, 2, 2, 2, 2, 2]  # 2 steps x 3 rounds x data.batch_size 2
