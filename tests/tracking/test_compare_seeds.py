@@ -16,15 +16,20 @@ from src.tracking.over_seeds import configuration_labels, final_scores
 from src.tracking.sweep import Job, Sweep, job_tags
 
 
-def make_sweep(uri: str, finals: dict[tuple[str, int], float], swept: tuple[str, ...]) -> str:
-    """A sweep of `finals` ({(algo, seed): final eval/accuracy}) in experiment `arithmetic`:
+def make_sweep(
+    uri: str,
+    finals: dict[tuple[str, int], float],
+    swept: tuple[str, ...],
+    experiment_name: str = "arithmetic",
+) -> str:
+    """A sweep of `finals` ({(algo, seed): final eval/accuracy}) in experiment `experiment_name`:
     a parent run and one child a job, tagged as a real sweep tags them; each child's
     eval/accuracy rises linearly from 0 at step 0 to its final value at step 4."""
     client = MlflowClient(tracking_uri=uri)
-    experiment = client.create_experiment("arithmetic")
-    sweep = Sweep("sweep-1", "", swept)
-    parent = client.create_run(experiment, tags={"sweep_id": "sweep-1", "sweep_role": "parent"})
-    sweep = Sweep("sweep-1", parent.info.run_id, swept)
+    experiment = client.create_experiment(experiment_name)
+    sweep_id = f"sweep-{experiment_name}"
+    parent = client.create_run(experiment, tags={"sweep_id": sweep_id, "sweep_role": "parent"})
+    sweep = Sweep(sweep_id, parent.info.run_id, swept)
     for number, ((algo, seed), final) in enumerate(finals.items()):
         values = {"algo": algo, "seed": str(seed)}
         job = Job(sweep, number, {key: values[key] for key in swept}, f"/d/{number}")
@@ -102,6 +107,21 @@ def test_a_sweep_of_seeds_alone_is_one_configuration(store: str, tmp_path: Path)
     tables = compare_sweep(["arithmetic", "--tracking-uri", store, "--output", str(tmp_path)])
     assert "eval_accuracy_improvement" not in tables  # nothing to compare with
     assert tables["eval_accuracy_intervals"].loc["all runs", "runs"] == 5
+
+
+def test_two_tasks_are_strata_of_one_comparison(store: str, tmp_path: Path) -> None:
+    make_sweep(store, GRPO | DAPO, ("algo", "seed"))
+    # on the second task grpo wins every pair: over both tasks a tie
+    flipped = {("grpo", s): v + 0.5 for (_, s), v in DAPO.items()} | {
+        ("dapo", s): v for (_, s), v in GRPO.items()
+    }
+    make_sweep(store, flipped, ("algo", "seed"), experiment_name="medmcqa")
+    argv = ["arithmetic", "medmcqa", "--tracking-uri", store, "--output", str(tmp_path)]
+    tables = compare_sweep([*argv, "--baseline", "algo=grpo", "--reps", "500"])
+    intervals = tables["eval_accuracy_intervals"]
+    assert list(intervals.runs) == [10, 10]  # 5 seeds on each task
+    improvement = tables["eval_accuracy_improvement"].set_index("configuration")
+    assert improvement.loc["algo=dapo", "P(improves)"] == pytest.approx(0.5)
 
 
 def loaded(store: str) -> tuple[pd.DataFrame, pd.DataFrame, str]:
