@@ -372,7 +372,11 @@ def names(text: str) -> list[str]:
 def parse_args(argv: list[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(
-        "--configs", type=names, default=None, help="a,b,c (the default on the CPU), a,g,h (GPU)"
+        "--configs",
+        type=names,
+        default=None,
+        help=f"any of {','.join(sorted(SHAPES))}; default {','.join(DEFAULT_CONFIGS['cpu'])} "
+        f"on the CPU, {','.join(DEFAULT_CONFIGS['cuda'])} on a GPU",
     )
     parser.add_argument(
         "--device",
@@ -428,9 +432,12 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     args.configs = args.configs or DEFAULT_CONFIGS[args.device]
     args.weights = args.weights or ("random" if args.device == "cuda" else "converted")
     args.dtype = args.dtype or ("bfloat16" if args.device == "cuda" else "float32")
-    unknown = set(args.configs) - set(SHAPES) or set(args.frameworks) - set(FRAMEWORKS)
+    unknown = sorted(set(args.configs) - set(SHAPES))
     if unknown:
-        parser.error(f"unknown names: {sorted(unknown)}")
+        parser.error(f"--configs: unknown {unknown}; choose among {', '.join(sorted(SHAPES))}")
+    unknown = sorted(set(args.frameworks) - set(FRAMEWORKS))
+    if unknown:
+        parser.error(f"--frameworks: unknown {unknown}; choose among {', '.join(FRAMEWORKS)}")
     if args.steps < 2 or args.learning_steps < 1 or args.rounds < 1:
         parser.error("--steps must be >= 2 (the first step is not timed), --rounds >= 1")
     args.frameworks = [name for name in FRAMEWORKS if name in args.frameworks]  # ours first
