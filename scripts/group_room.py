@@ -42,10 +42,19 @@ def groups(run: str, artifacts: Path) -> list[list[dict]]:
     found: dict[tuple[str, str], list[dict]] = defaultdict(list)
     for table in tables:
         data = json.loads(table.read_text())
+        if RANK not in data["columns"]:
+            raise SystemExit(
+                f"group_room: {table} has no {RANK} column (its columns: "
+                f"{', '.join(data['columns'])}); give a run of a task that searches with "
+                "reward=gold_rank, such as task=medqa_rewriter"
+            )
         for values in data["data"]:
             row = dict(zip(data["columns"], values, strict=True))
             found[(table.name, str(row["prompt"]))].append(row)
     return list(found.values())
+
+
+RANK = "gold_reciprocal_rank"  # the samples tables' column of the gold passage's 1/rank
 
 
 def room(found: list[list[dict]]) -> dict[str, float]:

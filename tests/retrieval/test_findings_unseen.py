@@ -8,6 +8,8 @@ import json
 import random
 from pathlib import Path
 
+import pytest
+
 from scripts import make_findings_check as check
 from scripts import make_findings_sample as sample
 from scripts import make_findings_unseen as unseen
@@ -106,3 +108,21 @@ def test_group_room_counts_groups_with_a_completion_on_top_and_named_findings(tm
         "groups whose ranks differ": 0.5,
     }
     assert names_findings(found, "unseen") == 0.25  # one completion of four names a finding
+
+
+def test_group_room_on_a_run_of_a_task_without_ranks_says_what_to_give(tmp_path):
+    import json
+
+    from scripts.group_room import groups
+
+    table = {
+        "columns": ["prompt", "completion", "accuracy"],
+        "data": [["What is 1 + 1?", "2", 1.0]],
+    }
+    folder = tmp_path / "RUN" / "artifacts" / "samples"
+    folder.mkdir(parents=True)
+    (folder / "step_000001.json").write_text(json.dumps(table))
+    with pytest.raises(
+        SystemExit, match="has no gold_reciprocal_rank column .* task=medqa_rewriter"
+    ):
+        groups("RUN", tmp_path)
