@@ -38,6 +38,11 @@ class DataSettings(Declared):
     unseen: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
+        if self.unseen is not None and not isinstance(self.unseen, dict):
+            raise ConfigError(
+                f"data.unseen must hold its keys ({', '.join(UNSEEN_KEYS)}), got "
+                f"{self.unseen!r}: write data.unseen.path=FILE for a file of unseen rows"
+            )
         object.__setattr__(self, "required_fields", tuple(self.required_fields or ()))
         object.__setattr__(self, "unseen", dict(self.unseen or {}))
         super().__post_init__()

@@ -10,6 +10,7 @@ from src.utils.setting import FLAG, OPTIONAL_TEXT, TEXTS, AnyOf, Setting, choice
 # key -> what it may hold; what each means is said beside it in its config
 SETTINGS: dict[str, Setting | AnyOf] = {
     # evaluation
+    "eval.heads": TEXTS,
     "eval.split": choice(*SPLITS),
     "eval.max_rows": whole(1, nullable=True),
     "eval.batch_size": whole(1),

@@ -99,6 +99,12 @@ def test_malformed_data_file_names_file_and_line(tmp_path):
             "rollout.stop_strings=END",
             "error: rollout.stop_strings must be a list of non-empty texts",
         ),
+        ("eval.heads=grpo", "error: eval.heads must be a list of non-empty texts"),
+        (
+            "task=medmcqa data.unseen=rows.jsonl",
+            "error: data.unseen must hold its keys (path, corpus, kinds), got 'rows.jsonl': "
+            "write data.unseen.path=FILE for a file of unseen rows",
+        ),
         (
             "model=smollm2_135m model.name_or_path=nobody/nothing-1b",
             "error: model.name_or_path='nobody/nothing-1b' is not in the local Hugging Face cache "
