@@ -72,6 +72,12 @@ def find_checkpoint(spec: str, runs_folder: Path, current_run: Path | None = Non
         for candidate in (path / "checkpoints" / LAST, path / LAST):
             if candidate.is_file():
                 return candidate
+        beside = path.parent / "checkpoints" / LAST  # e.g. RUN/model, the saved policy
+        if beside.is_file():
+            raise ResumeError(
+                f"ckpt_path={spec}: that folder holds no checkpoint; its run's checkpoint is "
+                f"{beside}: pass ckpt_path={path.parent} (the run folder)"
+            )
         raise ResumeError(
             f"ckpt_path={spec}: the folder holds no checkpoints/{LAST}; the run stopped "
             "before its first checkpoint (callbacks.checkpoint.every_n_train_steps)"

@@ -43,6 +43,13 @@ def test_a_run_folder_or_checkpoints_folder_or_file_names_its_last_checkpoint(tm
         find_checkpoint(str(tmp_path / "nothing"), tmp_path)
     with pytest.raises(ResumeError, match="no run folder in .* holds checkpoints/last.ckpt"):
         find_checkpoint("last", tmp_path / "run")
+    (tmp_path / "run" / "model").mkdir()  # the saved policy, named instead of its run
+    with pytest.raises(ResumeError) as named:
+        find_checkpoint(str(tmp_path / "run" / "model"), tmp_path)
+    assert str(named.value) == (
+        f"ckpt_path={tmp_path / 'run' / 'model'}: that folder holds no checkpoint; its run's "
+        f"checkpoint is {path}: pass ckpt_path={tmp_path / 'run'} (the run folder)"
+    )
 
 
 class Planted:
