@@ -201,3 +201,15 @@ def test_bad_input_fails_before_anything_trains_naming_the_file_or_key(
     error = unwrapped(raised.value)
     assert isinstance(error, UserError) and re.search(message, str(error)), str(error)
     assert not Path(cfg.paths.cache_dir).exists()  # no stage started
+
+
+def test_the_bf16_preset_resolves_for_the_char_generator(monkeypatch) -> None:
+    """hardware=[cpu,bf16] sets model.dtype=bfloat16_if_fast: the char generator takes what
+    the processor's verdict says, as the causal models do."""
+    from src.recipes.char_diffusion import network
+
+    shape = {"max_length": 24, "hidden_size": 32, "num_layers": 1, "num_heads": 2}
+    for verdict, dtype in (("bfloat16", torch.bfloat16), ("float32", torch.float32)):
+        monkeypatch.setattr(network, "resolved_dtype", lambda name, verdict=verdict: verdict)
+        built = load_char_diffusion(None, dtype="bfloat16_if_fast", **shape)
+        assert next(built.parameters()).dtype == dtype

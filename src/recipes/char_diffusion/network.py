@@ -23,6 +23,7 @@ import torch
 from torch import Tensor, nn
 
 from src.model.network import Sequences
+from src.model.precision import DTYPES, resolved_dtype
 from src.recipes.char_diffusion.encoder import (
     FIRST_CHAR,
     MASK,
@@ -38,7 +39,6 @@ from src.utils.errors import ConfigError
 from src.utils.setting import Declared
 
 log = logging.getLogger(__name__)
-DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 KIND = "char_diffusion"
 
 
@@ -237,7 +237,7 @@ def load_char_diffusion(
         network = CharDiffusionNetwork(**settings)
         network.load_state_dict(weights)
         log.info("Char generator: loaded %s", checkpoint)
-    return network.to(DTYPES[dtype])
+    return network.to(DTYPES[resolved_dtype(dtype)])  # hardware=[cpu,bf16]: bfloat16 where fast
 
 
 # the `model.*` keys it reads through `shape` (the settings check, runs/read_keys.py)
