@@ -4,6 +4,7 @@ how they are batched. Built once from the config's keys and checked against thei
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -38,7 +39,7 @@ class DataSettings(Declared):
     unseen: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        if self.unseen is not None and not isinstance(self.unseen, dict):
+        if self.unseen is not None and not isinstance(self.unseen, Mapping):
             raise ConfigError(
                 f"data.unseen must hold its keys ({', '.join(UNSEEN_KEYS)}), got "
                 f"{self.unseen!r}: write data.unseen.path=FILE for a file of unseen rows"
