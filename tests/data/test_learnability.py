@@ -152,7 +152,6 @@ def test_a_graded_reward_is_refused_before_any_model_loads(make_cfg) -> None:
         build_run_parts(cfg)
 
 
-@pytest.mark.slow
 def test_a_continued_run_draws_what_an_unbroken_one_draws(make_cfg, tmp_path, monkeypatch) -> None:
     """Six steps straight, then the same run continued from its checkpoint of step 3: the
     batches of steps 4 to 6 are drawn from the same estimates and hold the same prompts."""
