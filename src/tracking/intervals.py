@@ -27,7 +27,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 from scipy import stats
@@ -101,8 +100,21 @@ def interval(
     def statistic(*resampled: np.ndarray, axis: int = -1) -> np.ndarray:
         return aggregate(np.concatenate(resampled, axis=axis), axis=axis)
 
+    return bootstrapped(columns, statistic, point, reps, seed)
+
+
+def bootstrapped(
+    samples: tuple[np.ndarray, ...],
+    statistic: Callable[..., np.ndarray],
+    point: float,
+    reps: int,
+    seed: int,
+) -> Estimate:
+    """`point` with the 95 % percentile interval of `statistic` over bootstrap resamples of
+    `samples`, each resampled on its own (the stratified bootstrap); a degenerate interval
+    (every resample alike) is the point."""
     found = stats.bootstrap(
-        columns,
+        samples,
         statistic,
         n_resamples=reps,
         confidence_level=CONFIDENCE,
@@ -110,14 +122,9 @@ def interval(
         paired=False,
         vectorized=True,
         rng=np.random.default_rng(seed),
-    )
-    return Estimate(point, *bounds(found.confidence_interval, point))
-
-
-def bounds(found: Any, point: float) -> tuple[float, float]:
-    """The interval's ends; a degenerate interval (every resample alike) is the point."""
+    ).confidence_interval
     low, high = float(found.low), float(found.high)
-    return (point, point) if np.isnan(low) or np.isnan(high) else (low, high)
+    return Estimate(point, *((point, point) if np.isnan(low) or np.isnan(high) else (low, high)))
 
 
 def improvement(x: np.ndarray, y: np.ndarray, axis: int = -1) -> np.ndarray:
@@ -143,17 +150,7 @@ def probability_of_improvement(x: Scores, y: Scores, reps: int = REPS, seed: int
         pairs = [improvement(resampled[2 * t], resampled[2 * t + 1]) for t in range(tasks)]
         return np.mean(pairs, axis=0)
 
-    found = stats.bootstrap(
-        samples,
-        statistic,
-        n_resamples=reps,
-        confidence_level=CONFIDENCE,
-        method="percentile",
-        paired=False,
-        vectorized=True,
-        rng=np.random.default_rng(seed),
-    )
-    return Estimate(point, *bounds(found.confidence_interval, point))
+    return bootstrapped(samples, statistic, point, reps, seed)
 
 
 def performance_profile(
