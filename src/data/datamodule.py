@@ -264,9 +264,7 @@ class PromptDataModule(L.LightningDataModule):
         self.val_rows: list[dict[str, Any]] = []
         self.report: dict[str, Any] = {}
         self.resume_position: tuple[int, int] | None = None  # (pass, batch) from a checkpoint
-        self.learnability: Learnability | None = None  # with learnability sampling, once drawing
-        self.drawing: tuple[SamplingSettings, str] | None = None  # (settings, success function)
-        self.learnability_state: dict[str, Any] = {}  # from a checkpoint, until drawing starts
+        self.learnability: Learnability | None = None  # with learnability sampling
 
     @classmethod
     def more_keys(cls) -> set[str]:
@@ -460,8 +458,17 @@ class PromptDataModule(L.LightningDataModule):
     def draw_by_learnability(self, settings: SamplingSettings, success: str) -> None:
         """Draw the training prompts by learnability (src/data/learnability.py), each group's
         success read from the reward function `success`; the run's loop reports the groups
-        through `observe_rollout`."""
-        self.drawing = (settings, success)
+        through `observe_rollout`. The rows are loaded and checked by then (`prepare_rows`,
+        `drop_rows_without`), so each training row has its estimate from here on."""
+        self.prepare_rows()
+        rows = len(self.train_rows)
+        self.learnability = Learnability(rows, self.rows_per_step, settings, success)
+
+    @property
+    def rows_per_step(self) -> int:
+        """Training rows drawn a step: the step's batch, then the reserve dynamic sampling
+        draws from."""
+        return self.settings.batch_size * self.settings.rounds_per_step
 
     def observe_rollout(
         self, rows: list[dict[str, Any]], parts: dict[str, torch.Tensor], group_size: int
@@ -474,14 +481,9 @@ class PromptDataModule(L.LightningDataModule):
 
     def train_dataloader(self) -> DataLoader:
         settings = self.settings
-        rows_per_step = settings.batch_size * settings.rounds_per_step  # the step's, then a reserve
-        if self.drawing is not None and self.learnability is None:
-            sampling, success = self.drawing
-            self.learnability = Learnability(len(self.train_rows), rows_per_step, sampling, success)
-            self.learnability.load_state_dict(self.learnability_state)
         loader = step_loader(
             self.train_rows,
-            rows_per_step,
+            self.rows_per_step,
             self.num_batches,
             settings.seed,
             settings.shuffle_options,
@@ -509,7 +511,8 @@ class PromptDataModule(L.LightningDataModule):
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
         if state_dict:
             self.resume_position = (int(state_dict["epoch"]), int(state_dict["batches"]))
-            self.learnability_state = dict(state_dict.get("learnability") or {})
+            if self.learnability is not None:
+                self.learnability.load_state_dict(state_dict.get("learnability") or {})
 
     def held_out_splits(self) -> list[str]:
         """The held-out splits `val_dataloader` returns, in its order."""
