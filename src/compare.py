@@ -150,14 +150,11 @@ def steps_table(
     for config in scores:
         ids = labels[labels == config].index
         reached = steps.reindex(ids).dropna().to_numpy()
-        found = intervals.interval(reached, intervals.iqm, reps) if reached.size else None
+        nothing = intervals.Estimate(float("nan"), float("nan"), float("nan"))
+        found = intervals.interval(reached, intervals.iqm, reps) if reached.size else nothing
         rows.append(
             {"configuration": config, "target": target, "reached": f"{reached.size}/{len(ids)}"}
-            | {
-                "IQM steps": found.point if found else float("nan"),
-                "low": found.low if found else float("nan"),
-                "high": found.high if found else float("nan"),
-            }
+            | {"IQM steps": found.point, "low": found.low, "high": found.high}
         )
     return pd.DataFrame(rows).set_index("configuration")
 
@@ -186,9 +183,8 @@ def parent_run(client: MlflowClient, runs: pd.DataFrame) -> str | None:
 def main() -> None:
     try:
         compare_sweep(sys.argv[1:])
-    except (compare.NoRunsFound, KeyError) as error:
-        message = error.args[0] if error.args else str(error)
-        print(f"error: {message}", file=sys.stderr)
+    except (compare.NoRunsFound, over_seeds.UnknownConfiguration) as error:
+        print(f"error: {error}", file=sys.stderr)
         raise SystemExit(2) from None
 
 

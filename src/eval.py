@@ -128,9 +128,8 @@ def evaluate(
     output_dir.mkdir(parents=True, exist_ok=True)
     results_path, summary_path = output_dir / "eval_results.jsonl", output_dir / "eval_summary.json"
     summaries: dict[str, dict[str, float]] = {}
-    rates: dict[
-        str, list[float]
-    ] = {}  # head -> each sampled row's pass@1, for room closed's margin
+    # head -> each sampled row's pass@1, for room closed's margin
+    rates: dict[str, list[float]] = {}
     run_tags = {"stage": "eval", "heads": ",".join(folders), **(tags or {})}
     with recorded_run(loggers, cfg, run_tags, datamodule.report), results_path.open("w") as results:
         # e.g. the last adversarial round's judge, as GRPO's

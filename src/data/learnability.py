@@ -92,9 +92,10 @@ class Learnability:
             weights[row] = p * (1 - p)
         return weights
 
-    def probabilities(self) -> Tensor:
-        """[N] each row's chance in a draw: the learnability share and the uniform share."""
-        weights = self.weights()
+    def probabilities(self, weights: Tensor | None = None) -> Tensor:
+        """[N] each row's chance in a draw: the learnability share and the uniform share
+        (`weights`: `weights()`, where the caller has them already)."""
+        weights = self.weights() if weights is None else weights
         uniform = torch.full_like(weights, 1.0 / self.num_rows)
         if float(weights.sum()) <= 0.0:  # nothing known to have room: uniform
             return uniform
@@ -107,11 +108,11 @@ class Learnability:
         self.fold(batch)
         generator = torch.Generator().manual_seed(seed * 1_000_003 + batch)
         weights = self.weights()
+        chances = self.probabilities(weights)
         rows: list[int] = []
         while len(rows) < self.batch_size:
             take = min(self.batch_size - len(rows), self.num_rows)
-            picked = torch.multinomial(self.probabilities(), take, False, generator=generator)
-            rows += picked.tolist()
+            rows += torch.multinomial(chances, take, False, generator=generator).tolist()
         self.drawn[batch] = float(weights[rows].mean())
         return rows
 

@@ -22,6 +22,10 @@ from src.tracking.sweep import ONE_CONFIGURATION, SEED_KEY
 SEED_COLUMN = f"sweep.{SEED_KEY}"
 
 
+class UnknownConfiguration(LookupError):
+    """A configuration named (e.g. as the baseline) that the sweep does not have."""
+
+
 def configuration_columns(runs: pd.DataFrame) -> list[str]:
     """The swept columns that make a configuration: every one but the seed's."""
     return [column for column in swept_columns(runs) if column != SEED_COLUMN]
@@ -96,7 +100,7 @@ def improvement_table(
     """The probability that each configuration's run beats a run of `baseline`, with its 95 %
     interval; one row per other configuration."""
     if baseline not in scores:
-        raise KeyError(
+        raise UnknownConfiguration(
             f"no configuration '{baseline}' to compare against: choose among {', '.join(scores)}"
         )
     rows = []
