@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from transformers.models.llama import modeling_llama
 
 from src.model import precision
 from src.model.fast import decoding, half_rounding, llama_steps
@@ -16,6 +17,8 @@ from src.model.fast.decoding import decoding_steps, decoding_tolerance
 from src.model.fast.half_rounding import FLOAT32_FACTOR, HALF_FACTOR, HALF_FLOOR
 from src.model.fast.llama_steps import LlamaSteps
 from src.model.fast.probe import forget_verdicts, standing
+from src.model.fast.shared_prompt import check_shared_prompt, shared_tolerance
+from src.model.hf_cache import CACHE
 from src.model.precision import (
     check_finite_forward,
     computing,
@@ -296,3 +299,29 @@ def test_the_finite_check_reads_the_bos_a_prompt_starts_with():
         network.get_input_embeddings().weight[3].fill_(float("inf"))
     with pytest.raises(ConfigError, match="gives NaN or infinite logits"):
         check_finite_forward(network, "float16", "small")
+
+
+def test_the_shared_prompt_in_a_half_type_is_held_to_float32s_distance_and_a_lost_cache_refused(
+    monkeypatch,
+):
+    """In bfloat16 the cached prompt and the whole sequences order the same arithmetic
+    otherwise: held to FLOAT32_FACTOR times float32's distance (at least HALF_FLOOR), under
+    which the right cache passes; continuations that attend only to themselves (the cache
+    dropped, as a transformers release once did) are still refused. Float32: the fixed one."""
+    assert shared_tolerance(small_llama()) is None
+    network = half_network("llama")
+    keep = lambda count: {"logits_to_keep": count}  # noqa: E731
+    own = modeling_llama.LlamaAttention.forward
+
+    def forgetful(self, hidden_states, position_embeddings=None, attention_mask=None, **kw):
+        kw.pop(CACHE, None)
+        return own(self, hidden_states, position_embeddings, attention_mask, **kw)
+
+    forget_verdicts()
+    with computing(torch.bfloat16, torch.device("cpu"), network):
+        tolerance = shared_tolerance(network)()
+        assert tolerance >= HALF_FLOOR
+        assert check_shared_prompt(network, keep) <= tolerance
+        monkeypatch.setattr(modeling_llama.LlamaAttention, "forward", forgetful)
+        assert check_shared_prompt(network, keep) > tolerance
+    forget_verdicts()

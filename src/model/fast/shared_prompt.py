@@ -7,7 +7,10 @@ the copies), and the continuations run on top. This relies on the network taking
 the cache it is handed and attending over it: a transformers release that renamed the cache
 keyword once made the attention drop it, so continuations attended only to themselves. The
 probe (`check_shared_prompt`) compares the logits with the full sequences' on a probe batch
-before first use; on a difference the full sequences run.
+before first use; on a difference the full sequences run. In a half type the two orders of the
+same arithmetic differ by about what the type's rounding moves the full sequences from
+float32's, so the tolerance there is `FLOAT32_FACTOR` times that (`shared_tolerance`), as for
+the decoding paths.
 """
 
 from __future__ import annotations
@@ -20,7 +23,8 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from src.model.fast.probe import log_softmax_difference, probe_input, proven
+from src.model.fast.half_rounding import HALF_FLOOR, float32_yardstick
+from src.model.fast.probe import computed_dtype, log_softmax_difference, probe_input, proven
 from src.model.hf_cache import cache_argument, returned_cache
 from src.model.positions import position_ids
 
@@ -45,7 +49,8 @@ def continue_prompts(
     row's last prompt position [N, 1, V] (they predict the first continuation token) and
     those of its continuation positions [N, T, V]. Each prompt runs once where the probe has
     proven that for this network; otherwise every row runs whole."""
-    if proven("shared_prompt", network, partial(check_shared_prompt, network, keep_logits)):
+    check = partial(check_shared_prompt, network, keep_logits)
+    if proven("shared_prompt", network, check, shared_tolerance(network)):
         return cached_continuations(forward, keep_logits, prompt_ids, prompt_mask, owner, ids, mask)
     return full_continuations(forward, keep_logits, prompt_ids, prompt_mask, owner, ids, mask)
 
@@ -116,6 +121,34 @@ def full_continuations(
         **keep_logits(ids.size(1) + 1),
     ).logits[:, -ids.size(1) - 1 :, :]
     return logits[:, :1, :], logits[:, 1:, :]
+
+
+def shared_tolerance(network: nn.Module) -> Callable[[], float] | None:
+    """The tolerance of `check_shared_prompt` on `network`: None (the probe's) in float32 and
+    float64; in a half type `FLOAT32_FACTOR` times what its arithmetic moves the probe's full
+    sequences from float32's (`float32_rounding`), at least `HALF_FLOOR`, measured once per
+    kind of network. The fixed half-type tolerance refused the right cache on SmolLM2-135M
+    and on Gemma 3 270M with an adapter (0.10 and 0.25 against 0.05), where bfloat16's own
+    rounding moves those sequences by more."""
+    if computed_dtype(network) not in (torch.bfloat16, torch.float16):
+        return None
+
+    def measured() -> float:
+        prompt_ids, prompt_mask, ids = probe_input(network)
+        group = ids.size(0) // prompt_ids.size(0)
+        full_mask = torch.cat(
+            [prompt_mask.repeat_interleave(group, dim=0), torch.ones_like(ids)], 1
+        )
+        forward = {
+            "input_ids": torch.cat([prompt_ids.repeat_interleave(group, dim=0), ids], dim=1),
+            "attention_mask": full_mask,
+            "position_ids": position_ids(full_mask),
+            "use_cache": False,
+        }
+        moved = float32_yardstick("shared_float32_rounding", network, forward, ids.size(1) + 1)
+        return max(HALF_FLOOR, moved)
+
+    return measured
 
 
 @torch.no_grad()

@@ -8,6 +8,8 @@ import pytest
 import torch
 
 from src.model.fast import grouped_attention as ga
+from src.model.fast import half_rounding
+from src.model.fast.half_rounding import FLOAT32_FACTOR
 from src.model.fast.probe import forget_verdicts, standing
 from src.model.precision import computing
 from tests.helpers.models import lora_lm, random_rollout
@@ -146,18 +148,51 @@ def test_gemma_sliding_windows_read_as_through_sdpa():
 
 
 def test_a_half_type_is_held_to_what_its_own_rounding_moves():
-    """In float32 the probe's fixed tolerance; in bfloat16 one measured on the network, at
+    """In float64 the probe's fixed tolerance; in bfloat16 one measured on the network, at
     least `HALF_FLOOR`, under which the right attention is proven on a small Gemma 3."""
     forget_verdicts()
-    network = small_gemma()
-    assert ga.tolerance(network) is None
+    assert ga.tolerance(small_gemma().double(), lambda: 0.0) is None
     half = small_gemma().to(torch.bfloat16)
     with computing(torch.bfloat16, torch.device("cpu"), half):
-        measured = ga.tolerance(half)()
+        measured = ga.tolerance(half, lambda: 0.0)()
         difference = ga.check_grouped_attention(half)
     assert measured >= ga.HALF_FLOOR
     assert difference <= measured
     forget_verdicts()
+
+
+def test_float32_is_held_to_the_fixed_tolerance_or_to_what_float32_moves_from_float64(
+    monkeypatch,
+):
+    """Within the probe's thousandth, nothing is widened; past it, the tolerance is
+    FLOAT32_FACTOR times what float32 moves the plain modules from float64, where that is
+    more than the thousandth (the CPU flash kernel's own error on a deep network)."""
+    network = small_gemma()
+    widened = []
+    monkeypatch.setattr(half_rounding, "float64_rounding", lambda *a: widened.append(a) or moved[0])
+    cases = [  # (the check's difference, float32's distance from float64, tolerance)
+        (5e-4, 1.0, 1e-3),  # within the fixed tolerance: float64 never computed
+        (2e-3, 1e-4, 1e-3),  # float32 itself near exact: the fixed tolerance refuses
+        (2e-3, 8e-4, FLOAT32_FACTOR * 8e-4),
+    ]
+    for difference, distance, expected in cases:
+        forget_verdicts()
+        moved = [distance]
+        tolerance = ga.tolerance(network, lambda d=difference: d)
+        assert tolerance is not None and tolerance() == pytest.approx(expected)
+    assert len(widened) == 2
+    forget_verdicts()
+
+
+def test_float64_rounding_measures_float32_against_the_same_weights_widened():
+    """A float32 network lies a little from its float64 self, far within a thousandth of a
+    nat on a small network; a float64 network not at all."""
+    network = small_gemma()
+    forward, _, compared = ga.probe_forward(network)
+    moved = half_rounding.float64_rounding(network, {**forward, "use_cache": False}, compared)
+    assert 0.0 < moved < 1e-4
+    wide = small_gemma().double()
+    assert half_rounding.float64_rounding(wide, {**forward, "use_cache": False}, compared) == 0.0
 
 
 def test_under_checkpointing_or_when_not_asked_nothing_changes(tiny_lm, monkeypatch):
