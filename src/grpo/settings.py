@@ -1,25 +1,24 @@
-"""The algorithm's settings (`algo.*`), declared once: their names, types and defaults here,
-their meaning in `conf/algo/grpo.yaml` (one comment per key) and docs/configuration.md (a
-test keeps the three in step), and every check of what cannot work in `AlgoSettings.check`.
-A run builds one `AlgoSettings` from the composed config (`src.runs.settings.check_settings`,
-which refuses an unknown key or a value of the wrong type by name) and hands it to everything
-that needs a setting: the GRPO module, the KL reference, the dry run, the run length.
+"""The algorithm's settings (`algo.*`): their names and defaults here, each key's type, range
+and choices declared once in `src/grpo/keys.py` (as every folder's keys), their meaning in
+`conf/algo/grpo.yaml` (one comment per key) and docs/configuration.md (a test keeps them in
+step), and what cannot work across keys in `AlgoSettings.check`. A run builds one
+`AlgoSettings` from the composed config (`src.runs.settings.check_settings`, which refuses an
+unknown key by name) and hands it to everything that needs a setting: the GRPO module, the KL
+reference, the dry run, the run length.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import math
-import types
-import typing
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from src.grpo.advantages import ESTIMATORS, REWARD_AGGREGATIONS, SCALES
-from src.grpo.objective import LOSS_TYPES, RATIO_LEVELS, Objective
-from src.grpo.policy_losses import POLICY_LOSSES, LossSettings, settings_read
+from src.grpo.keys import SETTINGS
+from src.grpo.objective import Objective
+from src.grpo.policy_losses import LossSettings, settings_read
 from src.utils.errors import ConfigError, MissingFileError
+from src.utils.setting import Declared
 
 # `algo.*` keys that are not settings of the algorithm: its optimizer and learning-rate schedule
 # (Hydra partials, built once by `src.runs.parts.build_run_parts`).
@@ -54,9 +53,13 @@ KNOBS = LossSettings()  # the policy losses' knobs' defaults, declared once besi
 
 
 @dataclass(frozen=True)
-class AlgoSettings:
+class AlgoSettings(Declared):
     """Every GRPO setting, with TRL's name where TRL has one; docs/configuration.md says what
-    each does and docs/objective.md gives the formulas."""
+    each does and docs/objective.md gives the formulas. Each field is held to its `algo.*`
+    declaration when built, then `check` refuses what cannot work across keys."""
+
+    SECTION = "algo"
+    TABLE = SETTINGS
 
     group_size: int = 8
     kl_beta: float = 0.0
@@ -86,6 +89,10 @@ class AlgoSettings:
     ref_model_path: str | None = None
     sampler_is_cap: float | None = None
     metric_aliases: dict[str, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        self.check()
 
     @property
     def uses_kl(self) -> bool:
@@ -125,50 +132,16 @@ class AlgoSettings:
     @classmethod
     def from_config(cls, algo: dict[str, Any]) -> AlgoSettings:
         """The settings of a plain `algo` mapping (its `BUILT_KEYS` left aside): an unknown key
-        or a value of the wrong type is refused with its name and what is allowed."""
-        hints = typing.get_type_hints(cls)
-        values = {}
-        for name, value in algo.items():
-            if name in BUILT_KEYS:
-                continue
-            if name not in hints:
-                known = ", ".join(sorted(hints))
-                raise ConfigError(f"algo.{name} is not a setting of the algorithm; known: {known}")
-            values[name] = _typed(name, value, hints[name])
-        settings = cls(**values)
-        settings.check()
-        return settings
+        is refused with its name and the known ones, a value its declaration does not allow
+        with its key and what is allowed."""
+        return cls.of({k: v for k, v in algo.items() if k not in BUILT_KEYS}, "the algorithm")
 
     def check(self) -> None:
-        """Raise `ConfigError` for the first setting that cannot work, naming its key."""
-        if self.group_size < 2:
-            raise ConfigError(
-                f"algo.group_size must be >= 2 (advantages are group-relative), got {self.group_size}"
-            )
-        if self.kl_beta < 0:
-            raise ConfigError(f"algo.kl_beta must be >= 0, got {self.kl_beta}")
-        low, high = self.epsilon_low, self.epsilon_high
-        if not (0 <= low < 1 or low == math.inf) or high < 0:
-            raise ConfigError(
-                "algo.epsilon_low must be in [0, 1) and algo.epsilon_high >= 0 (the ratio is "
-                "clipped to [1 - epsilon_low, 1 + epsilon_high]; .inf for both turns clipping "
-                f"off), got {low} and {high}"
-            )
-        self._check_counts()
+        """Raise `ConfigError` for the first pair of settings that cannot work together (each
+        one alone is held to its declaration), or a reference model folder that is not
+        there."""
         self._check_choices()
         self._check_policy_loss()
-        if self.sampler_is_cap is not None and not self.sampler_is_cap >= 1:
-            raise ConfigError(
-                f"algo.sampler_is_cap must be >= 1 (it caps pi_trainer / pi_sampler, 1 when they "
-                f"agree) or null for no correction, got {self.sampler_is_cap}"
-            )
-        if not 0 <= self.top_entropy_quantile <= 1:
-            raise ConfigError(
-                "algo.top_entropy_quantile must be in [0, 1] (the share of tokens by entropy "
-                f"whose policy term counts; 1.0 keeps all), got {self.top_entropy_quantile}"
-            )
-        if not 0 < self.top_k_ratio <= 1:
-            raise ConfigError(f"algo.top_k_ratio must be in (0, 1], got {self.top_k_ratio}")
         if self.ref_model_path is not None:
             if not self.uses_kl:
                 raise ConfigError(
@@ -182,37 +155,8 @@ class AlgoSettings:
                     "folder)"
                 )
 
-    def _check_counts(self) -> None:
-        """The whole numbers: each at least its smallest sensible value."""
-        least = {
-            "num_iterations": (1, "updates per rollout"),
-            "max_nonfinite_steps": (1, "non-finite updates in a row before the run stops"),
-            "sampling_rounds": (1, "rollouts per step; 1: no dynamic sampling"),
-            "warn_tied_rollouts": (0, "rollouts; 0 never warns"),
-            "samples_every_n_steps": (0, "steps; 0 never logs samples"),
-            "max_completion_length": (1, "tokens per completion"),
-            "max_tokens_per_pass": (1, "tokens per pass, e.g. 4096; null: one pass"),
-        }
-        for name, (smallest, unit) in least.items():
-            value = getattr(self, name)
-            if value is not None and value < smallest:
-                raise ConfigError(f"algo.{name} must be >= {smallest} ({unit}), got {value}")
-
     def _check_choices(self) -> None:
-        """The named choices: each one of its registry's names, and the pairs that conflict."""
-        choices = {
-            "loss_type": LOSS_TYPES,
-            "scale_rewards": SCALES,
-            "importance_sampling_level": RATIO_LEVELS,
-            "advantage_estimator": tuple(sorted(ESTIMATORS)),
-            "multi_objective_aggregation": REWARD_AGGREGATIONS,
-            "policy_loss": tuple(sorted(POLICY_LOSSES)),
-        }
-        for name, allowed in choices.items():
-            if getattr(self, name) not in allowed:
-                raise ConfigError(
-                    f"algo.{name} must be one of {allowed}, got {getattr(self, name)!r}"
-                )
+        """The named choices that conflict."""
         estimator = self.advantage_estimator
         if estimator != "grpo" and self.scale_rewards != "none":
             raise ConfigError(
@@ -236,63 +180,14 @@ class AlgoSettings:
                 f"algo.delta caps the clipped surrogate's ratio; algo.policy_loss={name} does "
                 "not use it: set algo.delta=null or algo.policy_loss=clip"
             )
-        if delta is not None and not delta > 1:
-            raise ConfigError(
-                f"algo.delta must be > 1 (the cap of the ratio for negative advantages; above "
-                f"1 + algo.epsilon_high is usual) or null, got {delta}"
-            )
         if name == "cispo" and not self.epsilon_high >= 1:
             raise ConfigError(
                 "algo.policy_loss=cispo caps the importance weight at algo.epsilon_high itself, "
                 "not at 1 + epsilon_high, so it must be >= 1 (published: 5.0; algo=cispo sets "
                 f"it), got {self.epsilon_high}"
             )
-        temperatures = (self.sapo_temperature_pos, self.sapo_temperature_neg)
-        if not all(t > 0 for t in temperatures):
-            raise ConfigError(
-                "algo.sapo_temperature_pos and algo.sapo_temperature_neg must be > 0, got "
-                f"{temperatures[0]} and {temperatures[1]}"
-            )
 
 
 def setting_names() -> list[str]:
     """The names of every setting, in declaration order."""
     return [setting.name for setting in dataclasses.fields(AlgoSettings)]
-
-
-def _typed(name: str, value: Any, annotation: Any) -> Any:
-    """`value` as the declared type of setting `name` (an int is a float too; a bool is not a
-    number), or `ConfigError` naming the key, the value and the type."""
-    options = typing.get_args(annotation) if _is_union(annotation) else (annotation,)
-    for option in options:
-        if option is type(None) and value is None:
-            return None
-        if option is bool and isinstance(value, bool):
-            return value
-        if option is int and isinstance(value, int) and not isinstance(value, bool):
-            return value
-        if option is float and isinstance(value, int | float) and not isinstance(value, bool):
-            return float(value)
-        if option is str and isinstance(value, str):
-            return value
-        if (
-            typing.get_origin(option) is dict
-            and isinstance(value, dict)
-            and all(isinstance(k, str) and isinstance(v, str) for k, v in value.items())
-        ):
-            return dict(value)
-    wanted = " or ".join(_type_name(option) for option in options)
-    raise ConfigError(f"algo.{name} must be {wanted}, got {value!r}")
-
-
-def _is_union(annotation: Any) -> bool:
-    return typing.get_origin(annotation) in (typing.Union, types.UnionType)
-
-
-def _type_name(option: Any) -> str:
-    names = {int: "a whole number", float: "a number", bool: "true or false", str: "a name"}
-    if option is type(None):
-        return "null"
-    if typing.get_origin(option) is dict:
-        return "a mapping of names to names"
-    return names.get(option, str(option))

@@ -22,19 +22,22 @@ class Setting:
     """What one key may hold: a `kind` (`int`, `float`, `bool`, `str`; `mark`, a non-empty text
     that may be blank, such as a line's end; `mask`, one character outside printable ASCII;
     `template`, a text that
-    `str.format` can fill; `texts`, a list of non-empty texts; `indices`, device indices as a
-    list or as text with commas; `config`, an object's config with `_target_`), an inclusive
-    range (`low`, `high`; `above` makes `low` exclusive, `below` makes `high`
-    exclusive), a set of `choices`, and whether null is allowed."""
+    `str.format` can fill; `texts`, a list of non-empty texts; `names`, a mapping of names to
+    names; `indices`, device indices as a list or as text with commas; `config`, an object's
+    config with `_target_`), an inclusive range (`low`, `high`; `above` makes `low`
+    exclusive, `below` makes `high` exclusive), the `choices` (a tuple, or a registry whose
+    names are read when a value is checked, so an entry registered later is a choice), and
+    whether null is allowed; `why` says what the range means, in the error's words."""
 
     kind: str
     low: float | None = None
     high: float | None = None
     above: bool = False
     below: bool = False  # `high` is exclusive
-    choices: tuple[Any, ...] | None = None
+    choices: tuple[Any, ...] | Mapping[str, Any] | None = None
     nullable: bool = False
     blank: bool = False  # a text may be empty
+    why: str = ""  # what the range means, said after it ("advantages are group-relative")
 
     def allowed(self) -> str:
         """What the key may hold, in words."""
@@ -49,6 +52,7 @@ class Setting:
                 "mark": "a non-empty text (a line's end counts)",
                 "mask": "one character outside printable ASCII (the text's alphabet)",
                 "texts": "a list of non-empty texts, such as [END] or ['\\n']",
+                "names": "a mapping of names to names, such as {mean_reward: reward}",
                 "template": "a text whose every { closes a {field} (a brace itself is {{ or }})",
                 "indices": "device indices (a list, or text such as 0,1)",
                 "config": "a config with _target_",
@@ -62,7 +66,8 @@ class Setting:
                 words += f" {'>' if self.above else '>='} {self.low}"
             elif self.high is not None:
                 words += f" <= {self.high}"
-        return words + (" or null" if self.nullable else "")
+        words += " or null" if self.nullable else ""
+        return f"{words} ({self.why})" if self.why else words
 
     def accepts(self, value: Any) -> bool:
         """Whether `value` is of this kind, in range and among the choices."""
@@ -83,6 +88,10 @@ class Setting:
         if self.kind == "texts":
             return isinstance(value, list | tuple) and all(
                 isinstance(text, str) and text != "" for text in value
+            )
+        if self.kind == "names":
+            return isinstance(value, dict) and all(
+                isinstance(k, str) and isinstance(v, str) for k, v in value.items()
             )
         if self.kind == "indices":
             if isinstance(value, list | tuple):

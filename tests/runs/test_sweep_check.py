@@ -28,8 +28,8 @@ def sweep_config(*overrides: str):
 @pytest.mark.parametrize(
     ("line", "message"),
     [
-        ("algo.kl_beta=0.0,abc", "algo.kl_beta must be a number, got 'abc'"),
-        ("algo.group_size=4,1", "algo.group_size must be >= 2"),
+        ("algo.kl_beta=0.0,abc", "algo.kl_beta must be a number >= 0, got 'abc'"),
+        ("algo.group_size=4,1", "algo.group_size must be a whole number >= 2"),
         ("algo.optimizer.lr=1e-5,-1", "algo.optimizer.lr must be a number > 0, got -1"),
         ("rollout.temperature=1.0,-0.5", "rollout.temperature"),
     ],
@@ -57,7 +57,7 @@ def test_the_command_stops_before_any_job(tmp_path):
     result = train_command(tmp_path, "-m", "algo.kl_beta=0.0,abc", "dry_run=true")
     line = error_line(result)
     assert line == (
-        "error: algo.kl_beta must be a number, got 'abc' (swept by algo.kl_beta=0.0,abc); "
+        "error: algo.kl_beta must be a number >= 0, got 'abc' (swept by algo.kl_beta=0.0,abc); "
         "no job of the sweep was started"
     )
     assert not (tmp_path / "multiruns").exists() and not (tmp_path / "mlflow.db").exists()
@@ -83,12 +83,12 @@ def test_a_sweep_with_a_failed_job_exits_with_status_1_after_the_others(capsys):
     forget_failed_jobs()
     assert exit_if_jobs_failed("result") == "result"
     note_failed(2, "DataFileError: bad.jsonl:2: malformed JSON line\nmore")
-    note_failed(0, "ConfigError: algo.kl_beta must be a number, got 'abc'")
+    note_failed(0, "ConfigError: algo.kl_beta must be a number >= 0, got 'abc'")
     with pytest.raises(SystemExit) as stopped:
         exit_if_jobs_failed(None)
     forget_failed_jobs()
     assert stopped.value.code == 1
     assert capsys.readouterr().err.strip() == (
-        "error: 2 job(s) of the sweep failed (job 0: ConfigError: algo.kl_beta must be a number, "
+        "error: 2 job(s) of the sweep failed (job 0: ConfigError: algo.kl_beta must be a number >= 0, "
         "got 'abc'; job 2: DataFileError: bad.jsonl:2: malformed JSON line); the others finished"
     )

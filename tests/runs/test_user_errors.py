@@ -59,11 +59,17 @@ def test_malformed_data_file_names_file_and_line(tmp_path):
 @pytest.mark.parametrize(
     ("override", "expected"),
     [
-        ("algo.group_size=1", "error: algo.group_size must be >= 2"),
+        ("algo.group_size=1", "error: algo.group_size must be a whole number >= 2"),
         ("algo.kl_bta=0.1", "did you mean algo.kl_beta?"),
         ("model=gpt5", "Could not find 'model/gpt5'; available options in 'model': "),
-        ("algo.group_size=abc", "error: algo.group_size must be a whole number, got 'abc'"),
-        ("algo.max_completion_length=0", "error: algo.max_completion_length must be >= 1"),
+        (
+            "algo.group_size=abc",
+            "error: algo.group_size must be a whole number >= 2 (advantages are group-relative), got 'abc'",
+        ),
+        (
+            "algo.max_completion_length=0",
+            "error: algo.max_completion_length must be a whole number >= 1 or null",
+        ),
         ("data.batch_size=abc", "error: data.batch_size must be a whole number >= 1, got 'abc'"),
         ("trainer.max_steps=1.5", "error: trainer.max_steps must be a whole number >= 1"),
         ("rollout.temperature=hot", "error: rollout.temperature must be a number > 0, got 'hot'"),
@@ -171,7 +177,7 @@ def test_full_error_shows_the_traceback(tmp_path):
     result = train_command(tmp_path, "algo.group_size=1", full_error=True)
     assert result.returncode == 1
     assert "Traceback" in result.stderr
-    assert "ConfigError: algo.group_size must be >= 2" in result.stderr
+    assert "ConfigError: algo.group_size must be a whole number >= 2" in result.stderr
 
 
 def test_a_bug_keeps_its_traceback(tmp_path):
