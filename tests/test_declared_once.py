@@ -46,6 +46,16 @@ def message(raised: ast.Raise) -> str:
     return "".join(parts)
 
 
+def names(key: str, variable: str, words: str) -> bool:
+    """Whether an `if` over `variable` raising `words` checks declared `key` again: the
+    variable is the key's last part (any variable for a key ending in `*`, whose part is a
+    name), and the words name the key, a `*` part standing for any name, or for a field left
+    out of the text (`f"reward.weights.{name} ..."`)."""
+    last = key.rsplit(".", 1)[-1]
+    pattern = re.escape(key).replace(r"\*", r"\w*") + r"(?!\w)"
+    return last in ("*", variable) and re.search(pattern, words) is not None
+
+
 def second_checks(source: str, name: str, declared: set[str] = DECLARED) -> list[str]:
     """`file:line key` for each constructor `if` over one declared key's value alone that
     raises naming the key."""
@@ -62,11 +72,11 @@ def second_checks(source: str, name: str, declared: set[str] = DECLARED) -> list
             (variable,) = read
             for raised in (node for node in branch.body if isinstance(node, ast.Raise)):
                 words = message(raised)
-                for key in declared:
-                    if key.rsplit(".", 1)[-1] == variable and re.search(
-                        re.escape(key) + r"\b", words
-                    ):
-                        found.append(f"{name}:{branch.lineno} {key}")
+                found += [
+                    f"{name}:{branch.lineno} {key}"
+                    for key in declared
+                    if names(key, variable, words)
+                ]
     return found
 
 
@@ -89,3 +99,21 @@ def test_a_planted_second_check_is_caught_and_a_check_across_keys_is_not():
         "            raise ConfigError('data.min_span must be at most data.max_span')\n"
     )
     assert second_checks(planted, "x.py") == ["x.py:3 policy.k"]
+
+
+def test_a_planted_second_check_of_a_key_under_a_star_is_caught():
+    """`reward.functions.*.batch_size` and `reward.weights.*`, named with the function's name
+    written out or as a field."""
+    planted = (
+        "class Part:\n"
+        "    def __init__(self, batch_size, weight, name):\n"
+        "        if batch_size < 1:\n"
+        "            raise ConfigError(f'reward.functions.judge.batch_size must be >= 1, got {batch_size}')\n"
+        "        if weight < 0:\n"
+        "            raise ConfigError(f'reward.weights.{name} must be >= 0, got {weight}')\n"
+    )
+    declared = {"reward.functions.*.batch_size", "reward.weights.*"}
+    assert second_checks(planted, "x.py", declared) == [
+        "x.py:3 reward.functions.*.batch_size",
+        "x.py:5 reward.weights.*",
+    ]

@@ -20,18 +20,40 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+from hydra.utils import get_object
 from omegaconf import DictConfig, OmegaConf
 
 from src.data.datamodule import PromptDataModule
 from src.model.saved import holds, saved_kind
 from src.tracking.run_logger import mlflow_loggers
-from src.utils.config import build
+from src.utils.config import build, plain
 from src.utils.errors import ConfigError, MissingFileError
 from src.utils.folders import published_folder
 
 log = logging.getLogger(__name__)
 DONE = "stage.json"
 UNSHAPING = ("batch_size", "eval_batch_size", "num_batches", "max_val_rows")  # data keys
+
+
+def check_stage_settings(cfg: DictConfig) -> None:
+    """Run each stage's `settings_check` (the dotted name of a function of the stage's `train`
+    settings and the config, which raises what the stage would refuse) before any stage
+    trains and before data or models load: a wrong setting of a later stage (the judge's)
+    costs seconds, not the training of the stages before it. A stage without one is checked
+    when it runs."""
+    for name, stage in (cfg.get("stages") or {}).items():
+        check = stage.get("settings_check")
+        if not check:
+            continue
+        try:
+            function = get_object(str(check))
+        except (ImportError, AttributeError, ValueError) as error:
+            raise ConfigError(
+                f"stages.{name}.settings_check: cannot import {check} ({error}); name the "
+                "function that checks the stage's settings, or null"
+            ) from None
+        train = plain(stage.get("train")) or {}
+        function({key: value for key, value in train.items() if not key.startswith("_")}, cfg)
 
 
 def resolve_stage_checkpoints(cfg: DictConfig) -> list[str]:
@@ -101,7 +123,8 @@ def shaping_settings(cfg: DictConfig, name: str) -> dict[str, Any]:
     shaping["data"] = {k: v for k, v in data.items() if k not in UNSHAPING}
     for earlier, stage in cfg.stages.items():
         settings = OmegaConf.to_container(stage, resolve=True)
-        settings.pop("cache_dir", None)
+        for unshaping in ("cache_dir", "settings_check"):  # where it is kept, how it is checked
+            settings.pop(unshaping, None)
         shaping[earlier] = settings
         if earlier == name:
             break

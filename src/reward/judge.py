@@ -39,8 +39,6 @@ class JudgeReward:
                 f"{CONFIG_KEY} is not set: name a Hugging Face sequence-classification reward "
                 "model (hub id or folder), or use task=char_diffusion, which trains its judge"
             )
-        if batch_size < 1:
-            raise ConfigError(f"reward.functions.judge.batch_size must be >= 1, got {batch_size}")
         self.model = str(model)
         self.prompt_field = prompt_field
         self.device = device

@@ -19,7 +19,7 @@ from src.grpo.settings import AlgoSettings
 from src.model.network import PolicyNetwork, Scorer
 from src.model.saved import saved_model_settings
 from src.policy.role import Role, SearchingRole
-from src.pretraining.stages import resolve_stage_checkpoints
+from src.pretraining.stages import check_stage_settings, resolve_stage_checkpoints
 from src.retrieval.retriever import Retriever
 from src.reward.combine import CombinedReward
 from src.rollout.multi_turn import MultiTurnSampler, TurnSampler
@@ -62,6 +62,7 @@ def build_run_parts(cfg: DictConfig, resume: ResumePoint | None = None) -> RunPa
     checkpoint's run."""
     algo = check_settings(cfg)
     before_grpo = before_grpo_steps(cfg)  # each refuses its own settings, before anything loads
+    check_stage_settings(cfg)  # every stage's settings, before the first one trains
     quiet_foreign_lines()
     if cfg.get("keep_freed_memory", True):
         keep_freed_memory()  # before any model or batch is allocated

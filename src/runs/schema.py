@@ -78,6 +78,8 @@ RUN_SETTINGS: dict[str, Setting | AnyOf] = {
     "callbacks.checkpoint.save_top_k": whole(-1),
     "trainer.max_epochs": whole(-1),
     "trainer.check_val_every_n_epoch": whole(1, nullable=True),
+    # the stages a task trains before GRPO
+    "stages.*.settings_check": OPTIONAL_TEXT,
     # where the run writes (a value resolved only inside a Hydra job, run_dir's, is not checked)
     "paths.*": TEXT,
 }

@@ -22,8 +22,8 @@ class Setting:
     """What one key may hold: a `kind` (`int`, `float`, `bool`, `str`; `mark`, a non-empty text
     that may be blank, such as a line's end; `mask`, one character outside printable ASCII;
     `template`, a text that
-    `str.format` can fill; `texts`, a list of non-empty texts; `names`, a mapping of names to
-    names; `indices`, device indices as a list or as text with commas; `config`, an object's
+    `str.format` can fill; `texts`, a list of non-empty texts; `numbers`, a non-empty list of
+    numbers each in the range; `names`, a mapping of names to names; `indices`, device indices as a list or as text with commas; `config`, an object's
     config with `_target_`), an inclusive range (`low`, `high`; `above` makes `low`
     exclusive, `below` makes `high` exclusive), the `choices` (a tuple, or a registry whose
     names are read when a value is checked, so an entry registered later is a choice), and
@@ -53,6 +53,7 @@ class Setting:
                 "mask": "one character outside printable ASCII (the text's alphabet)",
                 "texts": "a list of non-empty texts, such as [END] or ['\\n']",
                 "names": "a mapping of names to names, such as {mean_reward: reward}",
+                "numbers": "a non-empty list of numbers",
                 "template": "a text whose every { closes a {field} (a brace itself is {{ or }})",
                 "indices": "device indices (a list, or text such as 0,1)",
                 "config": "a config with _target_",
@@ -89,6 +90,9 @@ class Setting:
             return isinstance(value, list | tuple) and all(
                 isinstance(text, str) and text != "" for text in value
             )
+        if self.kind == "numbers":
+            each = Setting("float", self.low, self.high, self.above, self.below)
+            return isinstance(value, list | tuple) and bool(value) and all(map(each.accepts, value))
         if self.kind == "names":
             return isinstance(value, dict) and all(
                 isinstance(k, str) and isinstance(v, str) for k, v in value.items()

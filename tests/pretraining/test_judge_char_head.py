@@ -67,8 +67,6 @@ def test_a_character_judge_saves_and_reloads(tmp_path):
 @pytest.mark.parametrize(
     ("settings", "named"),
     [
-        ({"score": "chars"}, "stages.judge.train.model.score must be one of"),
-        ({"char_head": "yes"}, "stages.judge.train.model.char_head must be true or false"),
         ({"char_head": True, "score": "characters"}, "needs stages.judge.train.model.sees_mask"),
         ({"sees_mask": True, "score": "characters"}, "stages.judge.train.char_loss"),
     ],

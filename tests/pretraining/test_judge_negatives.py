@@ -4,6 +4,7 @@ random characters swapped in, each the length of the real window and different f
 from __future__ import annotations
 
 import random
+import re
 
 import pytest
 import torch
@@ -11,8 +12,10 @@ import torch
 from src.recipes.char_diffusion.infill import restored
 from src.recipes.char_diffusion.judge_stage import Corruptor, Fills, Masking, swapped
 from src.recipes.char_diffusion.network import load_char_diffusion
+from src.recipes.char_diffusion.settings import SETTINGS
 from src.recipes.char_diffusion.windows import CharWindowDataModule
 from src.utils.errors import ConfigError
+from src.utils.setting import checked
 
 
 @pytest.fixture
@@ -55,11 +58,21 @@ def test_swapping_changes_exactly_that_many_characters():
     assert sum(a != b for a, b in zip(text, changed, strict=True)) == 4
 
 
-def test_temperatures_must_be_a_list_of_non_negative_numbers(data):
-    with pytest.raises(ConfigError, match="stages.judge.train.temperatures"):
-        corruptor(data, [], {"generated": 1.0})
-    with pytest.raises(ConfigError, match="stages.judge.train.temperatures"):
-        corruptor(data, [-1.0], {"generated": 1.0})
+@pytest.mark.parametrize(
+    "key",
+    [
+        "stages.judge.train.temperatures",
+        "stages.judge.train.replay_temperatures",
+        "rounds.replay_temperatures",
+    ],
+)
+def test_temperatures_are_declared_as_lists_of_non_negative_numbers(key):
+    """Declared once with the task's keys (checked when the config is composed, and by
+    every stage's settings check), never again by the corruptor."""
+    assert checked(SETTINGS, key, [0.0, 1]) == [0.0, 1]
+    for wrong in ([], [-1.0], 0.5, ["hot"], [True]):
+        with pytest.raises(ConfigError, match=re.escape(f"{key} must be a non-empty list")):
+            checked(SETTINGS, key, wrong)
 
 
 def test_replayed_policies_fill_at_their_own_temperatures(data):
@@ -67,8 +80,6 @@ def test_replayed_policies_fill_at_their_own_temperatures(data):
     greedy = corruptor(data, [1.0], {"replay": 1.0}, replay_temperatures=[0.0])
     first = greedy.make("replay", rows, random.Random(0))
     assert first == greedy.make("replay", rows, random.Random(0))
-    with pytest.raises(ConfigError, match="rounds.replay_temperatures"):
-        corruptor(data, [1.0], {"replay": 1.0}, replay_temperatures=[])
 
 
 def test_worse_only_counts_a_fill_only_below_the_generators_greedy_fill(data):

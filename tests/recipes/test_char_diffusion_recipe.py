@@ -114,12 +114,33 @@ def test_a_judge_scoring_characters_trains_its_character_head_and_is_the_reward(
     assert scores == pytest.approx(judge.score(texts, masked=[row["masked"] for row in rows]))
     for setting, named in (
         ("char_loss=-1", "stages.judge.train.char_loss must be a number >= 0"),
-        ("window_loss=0", "stages.judge.train.window_loss must be a number >= 0, above 0 unless"),
+        ("window_loss=0", "stages.judge.train.window_loss must be above 0 unless"),
         ("char_on_real=maybe", "stages.judge.train.char_on_real must be true or false"),
     ):
         bad = make_cfg(*SMALL, f"stages.judge.train.{setting}", tiny=False)
         with pytest.raises(UserError, match=named):
             run_stages(bad, build_run_parts(bad).datamodule, [])
+
+
+@pytest.mark.parametrize(
+    ("wrong", "named"),
+    [
+        ("stages.judge.train.model.score=windw", "model.score must be one of window, characters"),
+        ("+stages.judge.train.char_los=0.1", "char_los is not a setting of the judge stage"),
+        ("stages.judge.train.negatives.generated=abc", "negatives.generated must be a number"),
+        ("stages.judge.train.temperatures=0.5", "temperatures must be a non-empty list"),
+        ("stages.judge.train.model.num_heads=3", "num_heads must divide"),
+        ("stages.judge.train.window_loss=0", "window_loss must be above 0 unless"),
+        ("+stages.generator.train.max_step=3", "max_step is not a setting of the generator"),
+    ],
+)
+def test_a_wrong_stage_setting_is_refused_before_any_stage_trains(make_cfg, wrong, named):
+    """The judge's settings are refused with the rest, in one line naming the key, before
+    the generator stage (minutes of training) starts: no stage folder is made."""
+    cfg = make_cfg(*SMALL, wrong, tiny=False)
+    with pytest.raises(UserError, match=re.escape(named)):
+        build_run_parts(cfg)
+    assert not list(Path(cfg.paths.cache_dir).glob("char_*/*"))
 
 
 def grpo_steps(cfg, monkeypatch) -> tuple[GRPOModule, dict[str, int], bool]:

@@ -77,7 +77,7 @@ def test_rounds_train_in_turn_and_one_more_round_trains_only_that_one(make_cfg, 
     ("override", "message"),
     [
         ("rounds.stage=critic", "rounds.stage='critic' names no stage of this task"),
-        ("rounds.replay_temperatures=[]", "rounds.replay_temperatures must be null or a non-empty"),
+        ("rounds.replay_temperatures=[]", "rounds.replay_temperatures must be a non-empty list"),
         ("rounds.replay_temperatures=[-1]", "got [-1]"),
         ("rounds.replay_share=1", "rounds.replay_share must be a number in [0, 1), got 1"),
         ("rounds.count=0", "rounds.count must be a whole number >= 1, got 0"),

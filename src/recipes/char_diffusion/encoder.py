@@ -62,6 +62,15 @@ class CharTokenizer:
         return "".join(chars)
 
 
+def check_heads(section: str, hidden_size: int, num_heads: int) -> None:
+    """The heads must split the width evenly: `ConfigError` naming `section`'s two keys."""
+    if hidden_size % num_heads:
+        raise ConfigError(
+            f"{section}.num_heads must divide {section}.hidden_size ({hidden_size}) evenly, got "
+            f"{num_heads}"
+        )
+
+
 class CharEncoder(nn.Module):
     """A pre-norm transformer encoder over characters: every position sees the whole window
     (no causal mask), which is what filling a masked span from both sides needs."""
@@ -77,10 +86,6 @@ class CharEncoder(nn.Module):
         dropout: float,
     ) -> None:
         super().__init__()
-        if hidden_size % num_heads:
-            raise ConfigError(
-                f"hidden_size {hidden_size} must be a multiple of num_heads {num_heads}"
-            )
         self.embed = nn.Embedding(vocab_size, hidden_size, padding_idx=PAD)
         self.position = nn.Embedding(max_length, hidden_size)
         # each character first mixes with its neighbours: attention then starts from local

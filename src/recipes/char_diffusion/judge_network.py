@@ -27,6 +27,7 @@ from src.recipes.char_diffusion.encoder import (
     PAD,
     CharEncoder,
     CharTokenizer,
+    check_heads,
     padded,
     read_char_model,
     save_char_model,
@@ -37,7 +38,6 @@ from src.utils.setting import Declared
 
 log = logging.getLogger(__name__)
 KIND = "char_judge"
-SCORES = ("window", "characters")  # what `CharJudge.score` returns
 
 
 @dataclass(frozen=True)
@@ -55,6 +55,10 @@ class JudgeShape(Declared):
     intermediate_size: int = 512
     dropout: float = 0.1
 
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        check_heads(self.SECTION, self.hidden_size, self.num_heads)
+
 
 class CharJudge(nn.Module):
     """Mean of the encoder's states over the window's characters -> logit of "real text";
@@ -66,15 +70,6 @@ class CharJudge(nn.Module):
         """`shape`: the encoder's sizes and dropout (`JudgeShape`, checked there)."""
         super().__init__()
         encoder = asdict(JudgeShape.of(shape, "the judge"))
-        for key, value in (("sees_mask", sees_mask), ("char_head", char_head)):
-            if not isinstance(value, bool):
-                raise ConfigError(
-                    f"stages.judge.train.model.{key} must be true or false, got {value!r}"
-                )
-        if score not in SCORES:
-            raise ConfigError(
-                f"stages.judge.train.model.score must be one of {SCORES}, got {score!r}"
-            )
         if score == "characters" and not (char_head and sees_mask):
             raise ConfigError(
                 "stages.judge.train.model.score=characters scores the filled characters: it "

@@ -76,10 +76,6 @@ class Fills:
     denoising_steps: int = 1
     replay_temperatures: list[float] | None = None
 
-    def __post_init__(self) -> None:
-        check_temperatures("stages.judge.train.temperatures", self.temperatures)
-        check_temperatures("rounds.replay_temperatures", self.replay_temperatures, nullable=True)
-
 
 @dataclass(frozen=True)
 class Masking:
@@ -201,21 +197,6 @@ class Corruptor:
     def masks(self, rows: list[dict[str, Any]], rng: random.Random) -> list[str] | None:
         """Fresh masked versions of real windows for a judge that sees the mask, else None."""
         return [self.remask(row, rng)["masked"] for row in rows] if self.sees_mask else None
-
-
-def non_negative(value: Any) -> bool:
-    """Whether `value` is a number (not a bool) >= 0."""
-    return isinstance(value, int | float) and not isinstance(value, bool) and value >= 0
-
-
-def check_temperatures(key: str, values: Any, nullable: bool = False) -> None:
-    """`values` must be a non-empty list of numbers >= 0 (0: greedy), or None if `nullable`;
-    else one ConfigError line naming `key`."""
-    if values is None and nullable:
-        return
-    if not (isinstance(values, list | tuple) and values and all(map(non_negative, values))):
-        allowed = "null or a non-empty list" if nullable else "a non-empty list"
-        raise ConfigError(f"{key} must be {allowed} of numbers >= 0 (0: greedy), got {values!r}")
 
 
 def char_targets(
@@ -390,6 +371,17 @@ def train_judge(
     )
 
 
+def check_judge_training(settings: dict[str, Any], cfg: DictConfig) -> None:
+    """What the judge stage would refuse in `settings` (`stages.judge.train`), refused before
+    any stage trains (`stages.judge.settings_check`): a key it does not take, negatives none
+    of which can be drawn, and a fresh judge's `model` that cannot be built (built here at
+    its size, in milliseconds)."""
+    training = JudgeTraining.of(settings, "the judge stage").checked()
+    if not training.init and not training.from_generator:
+        model = {**training.model, "char_head": training.char_loss > 0}
+        CharJudge(max_length=int(cfg.data.window), **model)
+
+
 @dataclass(frozen=True)
 class JudgeTraining(Declared):
     """How a judge is trained (`stages.judge.train.*`, each key's comment in
@@ -440,20 +432,10 @@ class JudgeTraining(Declared):
                 f"stages.judge.train.negatives must give positive shares to some of {KINDS}, "
                 f"got {negatives}"
             )
-        for key in ("from_generator", "char_on_real"):
-            if not isinstance(getattr(self, key), bool):
-                raise ConfigError(
-                    f"stages.judge.train.{key} must be true or false, got {getattr(self, key)!r}"
-                )
-        if not non_negative(self.char_loss):
+        if not self.window_loss + self.char_loss > 0:
             raise ConfigError(
-                f"stages.judge.train.char_loss must be a number >= 0 (0: no character head), "
-                f"got {self.char_loss!r}"
-            )
-        if not (non_negative(self.window_loss) and self.window_loss + self.char_loss > 0):
-            raise ConfigError(
-                f"stages.judge.train.window_loss must be a number >= 0, above 0 unless "
-                f"stages.judge.train.char_loss is, got {self.window_loss!r}"
+                f"stages.judge.train.window_loss must be above 0 unless "
+                f"stages.judge.train.char_loss is, got {self.window_loss!r} and {self.char_loss!r}"
             )
         return replace(self, replay=replay, negatives=negatives)
 

@@ -107,6 +107,12 @@ class MaskedLMModule(L.LightningModule):
         self.val_losses, self.val_accuracies = [], []
 
 
+def check_generator_training(settings: dict[str, Any], cfg: DictConfig) -> None:
+    """What the generator stage would refuse in `settings` (`stages.generator.train`),
+    refused before any stage trains (`stages.generator.settings_check`)."""
+    GeneratorTraining.of(settings, "the generator stage")
+
+
 @dataclass(frozen=True)
 class GeneratorTraining(Declared):
     """How the generator is pretrained (`stages.generator.train.*`, each key's comment in

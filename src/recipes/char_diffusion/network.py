@@ -30,6 +30,7 @@ from src.recipes.char_diffusion.encoder import (
     PAD,
     CharEncoder,
     CharTokenizer,
+    check_heads,
     padded,
     read_char_model,
     save_char_model,
@@ -197,6 +198,10 @@ class GeneratorShape(Declared):
     intermediate_size: int = 512
     dropout: float = 0.1
     mask_char: str = "\u2588"
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        check_heads(self.SECTION, self.hidden_size, self.num_heads)
 
 
 def load_char_diffusion(

@@ -35,7 +35,6 @@ from omegaconf import DictConfig, OmegaConf
 
 from src.model.saved import saved_kind
 from src.pretraining.stages import DONE, stage_folder
-from src.recipes.char_diffusion.judge_stage import check_temperatures
 from src.runs.parts import RunParts, grpo_module
 from src.tracking.run_logger import mlflow_loggers
 from src.utils.config import build
@@ -49,8 +48,8 @@ POLICY, JUDGE = "policy", "judge"  # a round folder's subfolders
 
 class AdversarialRounds:
     """The rounds as a `before_grpo` step (`src.runs.hooks.BeforeGrpo`): built with the settings
-    check, it refuses rounds that continue no stage of the task or replay at temperatures
-    that cannot be drawn."""
+    check, it refuses rounds that continue no stage of the task (their temperatures are
+    declared with the task's keys)."""
 
     def __init__(self, rounds: dict[str, Any], stages: list[str]) -> None:
         if not isinstance(rounds, dict) or not isinstance(stages, list):
@@ -59,14 +58,11 @@ class AdversarialRounds:
                 f"(rounds: ${{rounds}}, stages: ${{oc.dict.keys:stages}}), got {rounds!r} and "
                 f"{stages!r}; leave them as conf/task/char_diffusion.yaml sets them"
             )
-        if int(rounds.get("count", 1)) > 1:
-            if rounds.get("stage") not in stages:
-                raise ConfigError(
-                    f"rounds.stage={rounds.get('stage')!r} names no stage of this task; its "
-                    f"stages are {list(stages)} (or set rounds.count=1)"
-                )
-            temperatures = rounds.get("replay_temperatures")
-            check_temperatures("rounds.replay_temperatures", temperatures, nullable=True)
+        if int(rounds.get("count", 1)) > 1 and rounds.get("stage") not in stages:
+            raise ConfigError(
+                f"rounds.stage={rounds.get('stage')!r} names no stage of this task; its "
+                f"stages are {list(stages)} (or set rounds.count=1)"
+            )
 
     def before_training(self, cfg: DictConfig, parts: RunParts) -> RunParts:
         return adversarial_rounds(cfg, parts)

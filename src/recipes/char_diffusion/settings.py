@@ -5,7 +5,24 @@ allowed)."""
 
 from __future__ import annotations
 
-from src.utils.setting import FLAG, MASK, TEXT, AnyOf, Setting, number, whole
+from src.utils.setting import (
+    FLAG,
+    MASK,
+    OPTIONAL_TEXT,
+    TEXT,
+    TEXTS,
+    AnyOf,
+    Setting,
+    choice,
+    number,
+    whole,
+)
+
+SCORES = (
+    "window",
+    "characters",
+)  # what a judge's score reads: the window, or its filled characters
+GREEDY = "0: greedy"  # what a temperature of 0 means
 
 SETTINGS: dict[str, Setting | AnyOf] = {
     # the task's data and model
@@ -44,11 +61,27 @@ SETTINGS: dict[str, Setting | AnyOf] = {
     "stages.judge.train.from_generator": FLAG,
     "stages.judge.train.char_on_real": FLAG,
     "stages.judge.train.name": TEXT,
+    "stages.judge.train.init": OPTIONAL_TEXT,
+    "stages.judge.train.replay": TEXTS,
+    "stages.judge.train.negatives.*": number(0),
+    "stages.judge.train.temperatures": Setting("numbers", low=0, why=GREEDY),
+    "stages.judge.train.replay_temperatures": Setting("numbers", low=0, nullable=True, why=GREEDY),
+    "stages.judge.train.char_loss": number(0, why="0: no character head"),
+    "stages.judge.train.window_loss": number(0, why="0: the judge learns only its characters"),
+    "stages.judge.train.model.max_length": whole(1),
+    "stages.judge.train.model.hidden_size": whole(1),
+    "stages.judge.train.model.num_layers": whole(1),
+    "stages.judge.train.model.num_heads": whole(1),
+    "stages.judge.train.model.intermediate_size": whole(1),
+    "stages.judge.train.model.dropout": number(0, 1),
+    "stages.judge.train.model.sees_mask": FLAG,
+    "stages.judge.train.model.score": choice(*SCORES),
     # adversarial rounds of a judge
     "rounds.count": whole(1),
     "rounds.stage": TEXT,
     "rounds.grpo_steps": whole(1),
     "rounds.judge_steps": whole(1),
     "rounds.replay_share": number(0, 1, below=True),
+    "rounds.replay_temperatures": Setting("numbers", low=0, nullable=True, why=GREEDY),
     "rounds.cache_dir": TEXT,
 }
