@@ -117,3 +117,29 @@ def test_a_planted_second_check_of_a_key_under_a_star_is_caught():
         "x.py:3 reward.functions.*.batch_size",
         "x.py:5 reward.weights.*",
     ]
+
+
+def declaration_calls(source: str, name: str) -> list[str]:
+    """`file:line` for each call of `checked(...)` inside a constructor."""
+    return [
+        f"{name}:{call.lineno}"
+        for function in ast.walk(ast.parse(source))
+        if isinstance(function, ast.FunctionDef) and function.name in CHECKERS
+        for call in ast.walk(function)
+        if isinstance(call, ast.Call)
+        and isinstance(call.func, ast.Name)
+        and call.func.id == "checked"
+    ]
+
+
+def test_no_constructor_holds_a_key_to_its_declaration_again():
+    """The settings check holds every key of the config to its declaration before any part is
+    built; only `Declared` itself does so for the fields of a settings object."""
+    found = [
+        entry
+        for path in sorted(SRC.rglob("*.py"))
+        for entry in declaration_calls(path.read_text(), str(path.relative_to(PROJECT_ROOT)))
+    ]
+    assert len(found) == 1 and found[0].startswith("src/utils/setting.py:")  # Declared
+    planted = "class Part:\n    def __init__(self, k):\n        checked(SETTINGS, 'policy.k', k)\n"
+    assert declaration_calls(planted, "x.py") == ["x.py:3"]

@@ -5,10 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from src.model.network import PolicyNetwork
-from src.policy.keys import SETTINGS
 from src.policy.role import Outcomes
 from src.utils.errors import ConfigError
-from src.utils.setting import checked
 
 
 class TemplateFieldError(ConfigError, KeyError):
@@ -40,7 +38,6 @@ class Generator:
         examples: list[dict[str, str]] | None = None,
         response_prefix: str = "",
     ) -> None:
-        checked(SETTINGS, "policy.use_chat_template", use_chat_template)
         for number, example in enumerate(examples or []):
             if set(example) != {"user", "assistant"}:
                 raise ConfigError(

@@ -13,12 +13,10 @@ from typing import Any
 
 from src.model.network import PolicyNetwork
 from src.policy.generator import Generator
-from src.policy.keys import SETTINGS
 from src.policy.role import Outcomes
 from src.retrieval.hit import documents_text
 from src.retrieval.retriever import Retriever
 from src.utils.errors import ConfigError
-from src.utils.setting import checked
 
 log = logging.getLogger(__name__)
 
@@ -36,7 +34,6 @@ class Reader(Generator):
         **generator: Any,
     ) -> None:
         super().__init__(**generator)
-        checked(SETTINGS, "policy.k", k)
         self.retriever = retriever
         self.k = k
         self.query_field = query_field

@@ -18,8 +18,6 @@ from typing import Any
 
 from src.retrieval.corpus import Document
 from src.retrieval.hit import Hit
-from src.retrieval.keys import SETTINGS
-from src.utils.setting import checked
 
 TOKEN = re.compile(r"(?u)\b\w\w+\b")  # bm25s's default: words of two or more characters
 IDS_FILE = "ids.json"
@@ -51,7 +49,6 @@ class BM25Index:
     DEFAULTS: dict[str, Any] = {"k1": 1.5, "b": 0.75, "repeated_terms": "once"}
 
     def __init__(self, k1: float = 1.5, b: float = 0.75, repeated_terms: str = "once") -> None:
-        checked(SETTINGS, "retrieval.bm25.repeated_terms", repeated_terms)
         self.k1 = float(k1)
         self.b = float(b)
         self.repeated_terms = repeated_terms

@@ -15,11 +15,9 @@ from src.retrieval.corpus import SAMPLE_CORPUS, Document, corpus_fingerprint, lo
 from src.retrieval.dense import DenseIndex
 from src.retrieval.dense_settings import DenseSettings
 from src.retrieval.hit import Hit
-from src.retrieval.keys import SETTINGS
 from src.utils.config import plain
 from src.utils.errors import ConfigError
 from src.utils.folders import check_writable, published_folder
-from src.utils.setting import checked
 
 log = logging.getLogger(__name__)
 MANIFEST = "index.json"  # written last into a cache folder; its presence means complete
@@ -62,8 +60,6 @@ class IndexedRetriever:
         bm25: dict[str, Any] | None = None,
         dense: dict[str, Any] | None = None,
     ) -> None:
-        checked(SETTINGS, "retrieval.backend", backend)
-        checked(SETTINGS, "retrieval.k", k)
         self.corpus_path = Path(corpus) if corpus is not None else SAMPLE_CORPUS
         self.backend = backend
         self.k = k

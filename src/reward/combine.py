@@ -10,9 +10,7 @@ from typing import Any, NamedTuple, Protocol, runtime_checkable
 import torch
 from torch import Tensor
 
-from src.reward.keys import SETTINGS
 from src.utils.errors import ConfigError, UserError
-from src.utils.setting import checked
 
 log = logging.getLogger(__name__)
 
@@ -85,7 +83,6 @@ class CombinedReward:
             raise ConfigError(
                 f"reward.weights names functions that do not exist: {sorted(unknown)}"
             )
-        checked(SETTINGS, "reward.on_error", on_error)
         self.functions = dict(functions)
         self.weights = {name: float(weights.get(name, 1.0)) for name in self.functions}
         self.on_error = on_error

@@ -173,8 +173,9 @@ D = TypeVar("D", bound="Declared")
 
 def checked(table: Mapping[str, Setting | AnyOf], key: str, value: Any) -> Any:
     """`value`, where `key`'s declaration in `table` accepts it (or none declares it); else
-    `ConfigError` in the settings check's words. A part built outside a config (a test, a
-    script) is held to the declaration this way, never to a second check of its own."""
+    `ConfigError` in the settings check's words. `Declared` holds its fields to their
+    declarations this way; no constructor calls it (the settings check has checked every
+    key of the config before any part is built: tests/test_declared_once.py)."""
     setting = table.get(key)
     if setting is not None and not setting.accepts(value):
         raise ConfigError(f"{key} must be {setting.allowed()}, got {value!r}")

@@ -8,8 +8,10 @@ import random
 import pytest
 
 from src.data.files import DataFileError
+from src.recipes.char_diffusion.settings import SETTINGS as CHAR_SETTINGS
 from src.recipes.char_diffusion.windows import CharWindowDataModule, mask_positions, shipped_corpus
 from src.utils.errors import ConfigError, MissingFileError
+from tests.helpers.declared import refusal
 
 TEXT = "The quick brown fox jumps over the lazy dog.\n\n  It was   a fine day. " * 20
 
@@ -80,13 +82,18 @@ def test_the_shipped_corpus_is_a_few_hundred_kilobytes_of_text():
         ({"mask_ratio": 0.0}, "data.mask_ratio"),
         ({"mask_ratio": 1.0}, "data.mask_ratio"),
         ({"window": 1}, "data.window"),
-        ({"min_span": 4, "max_span": 2}, "data.min_span"),
         ({"mask_char": "ab"}, "data.mask_char"),
     ],
 )
 def test_impossible_settings_name_their_key(settings, key):
-    with pytest.raises(ConfigError, match=key):
-        CharWindowDataModule(**settings)
+    """Each refused by the task's declaration, when the config is composed."""
+    values = {f"data.{name}": value for name, value in settings.items()}
+    assert refusal(values, CHAR_SETTINGS).startswith(f"{key} must be")
+
+
+def test_spans_that_cannot_be_drawn_are_refused_by_the_datamodule():
+    with pytest.raises(ConfigError, match="data.min_span"):
+        CharWindowDataModule(min_span=4, max_span=2)
 
 
 def test_text_shorter_than_a_window_names_the_file_and_the_window(tmp_path):

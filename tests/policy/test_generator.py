@@ -3,6 +3,7 @@
 import pytest
 
 from src.policy.generator import Generator
+from tests.helpers.declared import refusal
 
 
 def test_template_fills_row_fields():
@@ -68,9 +69,8 @@ def test_examples_become_chat_turns():
 
 
 def test_bad_settings_are_named():
-    with pytest.raises(
-        ValueError, match="policy.use_chat_template must be one of True, False, auto"
-    ):
-        Generator(use_chat_template="yes")
+    assert "policy.use_chat_template must be one of True, False, auto" in refusal(
+        {"policy.use_chat_template": "yes"}
+    )
     with pytest.raises(ValueError, match=r"policy.examples\[0\] must have exactly the keys"):
         Generator(examples=[{"question": "q", "answer": "a"}])

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from src.retrieval.bm25 import BM25Index
 from src.retrieval.corpus import Document
+from tests.helpers.declared import refusal
 
 CORPUS = [
     Document("cholera", "Cholera", "Cholera is caused by Vibrio cholerae from contaminated water."),
@@ -87,11 +88,7 @@ def test_the_query_terms_a_search_scores():
 
 
 def test_an_unknown_repeated_terms_setting_is_refused_in_one_line():
-    import pytest
 
-    from src.utils.errors import ConfigError
-
-    with pytest.raises(
-        ConfigError, match="retrieval.bm25.repeated_terms must be one of once, count, got 'twice'"
-    ):
-        BM25Index(repeated_terms="twice")
+    assert "retrieval.bm25.repeated_terms must be one of once, count, got 'twice'" in refusal(
+        {"retrieval.bm25.repeated_terms": "twice"}
+    )

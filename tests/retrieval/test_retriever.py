@@ -15,6 +15,7 @@ from src.retrieval.retriever import IndexedRetriever, Retriever
 from src.utils.compose import compose_config
 from src.utils.config import build
 from src.utils.errors import ConfigError, MissingFileError
+from tests.helpers.declared import refusal
 
 ROWS = [
     {"id": "cholera", "title": "Cholera", "content": "Cholera is caused by Vibrio cholerae."},
@@ -153,14 +154,12 @@ def test_corpus_errors_wait_for_check_or_search(tmp_path):
 
 
 def test_bad_settings_are_config_errors_naming_the_key(tmp_path):
-    with pytest.raises(
-        ConfigError, match=r"retrieval.backend must be one of bm25, dense, got 'splade'"
-    ):
-        IndexedRetriever(backend="splade", cache_dir=str(tmp_path))
+    assert "retrieval.backend must be one of bm25, dense, got 'splade'" in refusal(
+        {"retrieval.backend": "splade"}
+    )
     with pytest.raises(ConfigError, match=r"retrieval.bm25: unknown setting\(s\) \['k3'\]"):
         IndexedRetriever(bm25={"k3": 1.0}, cache_dir=str(tmp_path))
-    with pytest.raises(ConfigError, match="retrieval.k"):
-        IndexedRetriever(k=0, cache_dir=str(tmp_path))
+    assert refusal({"retrieval.k": 0}).startswith("retrieval.k must be a whole number >= 1")
     with pytest.raises(
         ConfigError, match=r"retrieval.dense.pool is not a setting of retrieval=dense"
     ):

@@ -17,9 +17,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from src.model.saved import KIND_FILE
-from src.recipes.char_diffusion.settings import SETTINGS
 from src.utils.errors import ConfigError, MissingFileError
-from src.utils.setting import checked
 
 PAD, MASK, UNK = 0, 1, 2  # ids below FIRST_CHAR are never a character of the text
 FIRST_CHAR = 3
@@ -38,7 +36,6 @@ class CharTokenizer:
     chat_template = None  # roles that look for a chat template find none
 
     def __init__(self, mask_char: str = "\u2588") -> None:
-        checked(SETTINGS, "data.mask_char", mask_char)
         self.mask_char = mask_char
         self.ids = {char: FIRST_CHAR + i for i, char in enumerate(ALPHABET)}
         self.ids[mask_char] = MASK

@@ -19,9 +19,7 @@ from typing import Any
 
 from src.data.datamodule import PromptDataModule
 from src.data.files import DataFileError
-from src.recipes.char_diffusion.settings import SETTINGS
 from src.utils.errors import ConfigError, MissingFileError
-from src.utils.setting import checked
 
 SHIPPED = "char_corpus.txt"  # in src/data/samples: generated English prose, see scripts/
 TEXT_SUFFIXES = (".txt", ".md")
@@ -42,14 +40,11 @@ class CharWindowDataModule(PromptDataModule):
         mask_char: str = "\u2588",
         **datamodule: Any,
     ) -> None:
-        checked(SETTINGS, "data.mask_ratio", mask_ratio)
-        checked(SETTINGS, "data.window", window)
         if not 1 <= min_span <= max_span:
             raise ConfigError(
                 f"data.min_span and data.max_span must satisfy 1 <= min_span <= max_span, "
                 f"got {min_span} and {max_span}"
             )
-        checked(SETTINGS, "data.mask_char", mask_char)
         self.text_path = path
         self.window = window
         self.mask_ratio = mask_ratio
