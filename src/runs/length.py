@@ -16,9 +16,12 @@ log = logging.getLogger(__name__)
 
 def evaluation_interval(cfg: DictConfig, algo: AlgoSettings) -> int:
     """`trainer.val_check_interval` (optimizer steps) in the unit Lightning counts it in:
-    training batches, each one rollout of `algo.num_iterations` optimizer steps."""
-    steps = int(cfg.trainer.val_check_interval)
-    return max(1, math.ceil(steps / algo.num_iterations))
+    training batches, each one rollout of `algo.num_iterations` optimizer steps. Null: the
+    whole run, so held-out evaluation runs at step 0 and at the end only."""
+    steps = cfg.trainer.val_check_interval
+    if steps is None:
+        steps = cfg.trainer.max_steps
+    return max(1, math.ceil(int(steps) / algo.num_iterations))
 
 
 def settle_max_steps(cfg: DictConfig, datamodule: PromptDataModule, algo: AlgoSettings) -> int:

@@ -110,3 +110,18 @@ def test_evaluation_follows_optimizer_steps_with_several_updates_per_rollout(mak
     assert evaluation_interval(cfg, check_settings(cfg)) == 2  # rollouts, as Lightning counts
     train(cfg)
     assert sorted(history(cfg, only_run(cfg), "eval/accuracy")) == [0, 4, 6]
+
+
+def test_a_null_evaluation_interval_evaluates_at_step_0_and_the_end_only(make_cfg):
+    """`trainer.val_check_interval=null` is allowed by its declaration: the interval is the
+    whole run (in rollouts), not a traceback."""
+    from src.train import train
+    from tests.helpers.mlflow_runs import history, only_run
+
+    cfg = make_cfg("trainer.max_steps=3", "trainer.val_check_interval=null")
+    assert evaluation_interval(cfg, check_settings(cfg)) == 3
+    two_updates = make_cfg("trainer.max_steps=4", "algo.num_iterations=2")
+    two_updates.trainer.val_check_interval = None
+    assert evaluation_interval(two_updates, check_settings(two_updates)) == 2
+    train(cfg)
+    assert sorted(history(cfg, only_run(cfg), "eval/accuracy")) == [0, 3]
