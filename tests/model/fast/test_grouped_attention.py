@@ -200,3 +200,17 @@ def test_under_checkpointing_or_when_not_asked_nothing_changes(tiny_lm, monkeypa
     with ga.grouped_attention(tiny_lm.network, enabled=False) as used:
         assert used is False
         assert tiny_lm.network.config._attn_implementation == ga.PLAIN
+
+
+# the attention heads of the shipped models: (query heads, key/value heads, head width)
+SHIPPED = {"SmolLM2-135M": (9, 3, 64), "Gemma 3 270M": (4, 1, 256)}
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("model", sorted(SHIPPED))
+def test_the_attention_is_sdpas_on_every_shipped_models_heads(model, dtype):
+    """Outputs and gradients against SDPA's at each shipped model's head shapes, in both
+    precisions a run takes (relative to the largest entry): float32 to its rounding, bfloat16
+    within a few of its 2^-8 steps."""
+    difference = ga.function_difference(*SHIPPED[model], dtype)
+    assert difference <= (1e-5 if dtype == torch.float32 else 4 * 2**-8)
