@@ -24,10 +24,11 @@ from omegaconf import DictConfig, OmegaConf, open_dict
 
 from src.data.files import jsonl_line
 from src.eval import evaluate
+from src.model.saved import saved_model_settings
 from src.runs.cli import run_cli
 from src.runs.parts import build_run_parts
 from src.runs.record import recorded_run
-from src.sft.warm_start import use_warm_start, warm_start
+from src.sft.warm_start import warm_start
 from src.tracking.sweep import sweep_job
 from src.train import train
 from src.utils.errors import ConfigError, MissingFileError
@@ -105,8 +106,9 @@ def grpo(cfg: DictConfig) -> None:
     with open_dict(derived):
         derived.sft.enabled = False
         derived.save_model = str(Path(cfg.pipeline.dir) / "grpo")
-    if start.is_dir():
-        use_warm_start(derived, start)
+    if start.is_dir():  # the next run's config, composed here before it is read
+        with open_dict(derived):
+            derived.model.update(saved_model_settings(start))
     else:
         log.warning("grpo: no SFT result at %s; starting from the base model", start)
     train(derived, tags=stage_tags(cfg, "grpo"))

@@ -23,12 +23,13 @@ from src.data.datamodule import SPLITS
 from src.evaluation.room import verdict
 from src.evaluation.sampled import RoomReading, SampledSplit, sample_split
 from src.model.network import PolicyNetwork
+from src.model.saved import saved_model_settings
 from src.pretraining.stages import run_stages
 from src.runs.cli import run_cli
 from src.runs.hooks import before_evaluation
 from src.runs.parts import RunParts, build_run_parts, log_figures, prepare_roles
 from src.runs.record import log_artifacts, recorded_run
-from src.sft.warm_start import use_warm_start, warm_start
+from src.sft.warm_start import warm_start
 from src.tracking.run_logger import mlflow_loggers
 from src.tracking.sweep import sweep_job
 from src.utils.config import build
@@ -80,14 +81,15 @@ def starting_policy(cfg: DictConfig, parts: RunParts) -> tuple[RunParts, PolicyN
     """The parts and policy GRPO would start from: after the cached SFT warm start (trained
     first where `sft.enabled` and not cached), the task's stages and its `before_grpo` steps as
     `src.eval` takes them (cached), the roles prepared."""
+    started: dict[str, Any] = {}  # the model settings of the warm start (the config unchanged)
     if cfg.sft.enabled:
         folder = warm_start(
             cfg, parts.datamodule, parts.policy, parts.reward, parts.sampler, parts.loggers
         )
-        use_warm_start(cfg, folder)
+        started = saved_model_settings(folder)
     run_stages(cfg, parts.datamodule, parts.loggers)
     parts = before_evaluation(parts.before_grpo, cfg, parts)
-    lm = build(cfg.model)
+    lm = build(cfg.model, **started)
     lm.eval()
     log_figures(parts.loggers, prepare_roles(parts, lm))
     return parts, lm

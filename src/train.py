@@ -15,6 +15,7 @@ import hydra
 import lightning as L
 from omegaconf import DictConfig
 
+from src.model.saved import saved_model_settings
 from src.pretraining.stages import run_stages
 from src.runs.cli import run_cli
 from src.runs.dry_run import dry_run
@@ -30,7 +31,7 @@ from src.runs.parts import (
 )
 from src.runs.record import log_machine_choices, recorded_run
 from src.runs.resume import resume_point
-from src.sft.warm_start import use_warm_start, warm_start
+from src.sft.warm_start import warm_start
 from src.tracking.sweep import optimized_value, sweep_job
 from src.utils.config import build
 
@@ -45,12 +46,13 @@ def train(cfg: DictConfig, tags: dict[str, str] | None = None) -> dict[str, floa
     tags = {**(tags or {}), **({"dry_run": "true"} if cfg.get("dry_run") else {})}
     with recorded_run(loggers, cfg, tags, datamodule.report):
         log_method(loggers, cfg)  # the algo file's method keys, and any value that is not its
+        started: dict[str, Any] = {}  # the model settings of the warm start (the config unchanged)
         if cfg.sft.enabled and not cfg.get("dry_run"):
             folder = warm_start(cfg, datamodule, parts.policy, parts.reward, parts.sampler, loggers)
-            use_warm_start(cfg, folder)
+            started = saved_model_settings(folder)
         run_stages(cfg, datamodule, loggers)  # models trained before GRPO (a generator, a judge)
         parts = before_training(parts.before_grpo, cfg, parts)  # e.g. adversarial rounds
-        lm = build(cfg.model)
+        lm = build(cfg.model, **started)
         log_figures(loggers, prepare_roles(parts, lm))  # e.g. plans, once and cached
         if cfg.get("dry_run"):
             figures = dry_run(parts, lm)

@@ -15,10 +15,9 @@ from pathlib import Path
 from typing import Any
 
 import lightning as L
-from omegaconf import DictConfig, OmegaConf, open_dict
+from omegaconf import DictConfig, OmegaConf
 
 from src.data.datamodule import PromptDataModule, held_out_loader, step_loader
-from src.model.saved import saved_model_settings
 from src.policy.role import Role
 from src.reward.combine import CombinedReward
 from src.rollout.sampler import Sampler
@@ -106,9 +105,3 @@ def placement(trainer: DictConfig) -> dict[str, Any]:
     if "strategy" in chosen and not isinstance(chosen["strategy"], str):
         chosen["strategy"] = build(chosen["strategy"])
     return {**chosen, "use_distributed_sampler": False}
-
-
-def use_warm_start(cfg: DictConfig, folder: str | Path) -> None:
-    """Point `cfg.model` at a warm-started folder: an adapter to continue, or full weights."""
-    with open_dict(cfg):
-        cfg.model.update(saved_model_settings(folder))
