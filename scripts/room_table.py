@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import json
 from pathlib import Path
+from typing import Any
 
 import yaml
 
@@ -58,14 +59,32 @@ def cell(figures: dict[str, float], name: str) -> str:
     return f"{value:.3f} +-{spread:.3f}" if spread is not None else f"{value:.3f}"
 
 
+def read(path: Path) -> dict[str, Any]:
+    """The figures a pre-flight saved in `path`; `ValueError` in one line naming the file and
+    what to give where it is missing, not JSON or holds no figures."""
+    give = "give preflight.json files written by python -m src.preflight"
+    if not path.is_file():
+        raise ValueError(f"{path}: no such file; {give}")
+    try:
+        saved = json.loads(path.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError) as error:
+        raise ValueError(f"{path}: not JSON ({error}); {give}") from None
+    if not isinstance(saved, dict) or not isinstance(saved.get("figures"), dict):
+        raise ValueError(f"{path}: holds no pre-flight figures; {give}")
+    return saved
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").strip().splitlines()[0])
     parser.add_argument("files", nargs="+", type=Path, help="preflight.json files")
     args = parser.parse_args()
+    try:
+        files = [(path, read(path)) for path in args.files]  # all read before any line prints
+    except ValueError as error:
+        parser.error(str(error))
     print("| run | seconds | split | " + " | ".join(heading for _, heading in COLUMNS) + " |")
     print("|---|---|---|" + "---|" * len(COLUMNS))
-    for path in args.files:
-        saved = json.loads(path.read_text())
+    for path, saved in files:
         seconds = f"{saved['seconds']:.0f}" if "seconds" in saved else ""
         for split, figures in saved["figures"].items():
             cells = " | ".join(cell(figures, name) for name, _ in COLUMNS)

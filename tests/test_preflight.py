@@ -97,3 +97,24 @@ def test_the_room_table_script_reads_a_preflight(make_cfg, monkeypatch, capsys) 
     assert lines[0].startswith("| run | seconds | split | N | k | pass@1 | maj@k |")
     rows = [line for line in lines[2:] if line.startswith("|")]
     assert len(rows) == 2 and "| validation | 4 | 4 | 0.750 +-0.000 | 1.000 |" in rows[1]
+
+
+def test_the_room_table_script_refuses_a_file_it_cannot_read_in_one_line(
+    tmp_path, monkeypatch, capsys
+) -> None:
+    from scripts import room_table
+
+    (tmp_path / "text.json").write_text("not json")
+    (tmp_path / "other.json").write_text('{"rows": 3}')
+    for name, said in (
+        ("missing.json", "no such file"),
+        ("text.json", "not JSON"),
+        ("other.json", "holds no pre-flight figures"),
+    ):
+        monkeypatch.setattr("sys.argv", ["room_table.py", str(tmp_path / name)])
+        with pytest.raises(SystemExit) as ended:
+            room_table.main()
+        assert ended.value.code == 2
+        out, err = capsys.readouterr()
+        assert out == "" and said in err and "python -m src.preflight" in err
+        assert "Traceback" not in err
