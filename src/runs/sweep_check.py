@@ -5,7 +5,8 @@ at its settings check. Here, when the sweep starts, each value of each swept set
 alone into the sweep's config and given the checks a single value has: its declared type,
 range and choices (`src.runs.schema.SETTINGS`) and, for `algo.*`, the algorithm's settings
 (`AlgoSettings`). A refused value stops the sweep before any job, in one line naming the key,
-the value and the sweep, and status 1. The sweeper's own counts (`hydra.sweeper.n_trials`,
+the value and the sweep, and status 1; so does a value every job shares (`-m seed=1,2
+algo.group_size=1`). The sweeper's own counts (`hydra.sweeper.n_trials`,
 `n_jobs`, `max_failure_rate`: Optuna's) are checked the same way. Config groups (`algo=grpo,dapo`), values that only fail
 together and search spaces a sweeper draws from (Optuna's intervals) are left to each job's own
 check.
@@ -22,7 +23,7 @@ from hydra.experimental.callback import Callback
 from omegaconf import DictConfig
 
 from src.grpo.settings import AlgoSettings
-from src.runs.schema import MISSING, all_settings, setting_of, value_at
+from src.runs.schema import MISSING, all_settings, check_schema, setting_of, value_at
 from src.utils.config import plain
 from src.utils.errors import ConfigError
 from src.utils.setting import AnyOf, Setting, number, whole
@@ -41,6 +42,7 @@ class SweptValuesCheck(Callback):
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
         try:
             check_sweeper(config)
+            check_constant_values(config)
             check_swept_values(config)
         except ConfigError as error:
             # Hydra turns a callback's exception into a warning and runs the sweep anyway: an
@@ -59,6 +61,16 @@ def check_sweeper(config: DictConfig) -> None:
                 f"hydra.sweeper.{name} must be {setting.allowed()}, got {sweeper[name]!r}; "
                 "no job of the sweep was started"
             )
+
+
+def check_constant_values(config: DictConfig) -> None:
+    """Raise `ConfigError` for a setting every job of the sweep shares that its declaration or
+    the algorithm's checks refuse (`-m seed=1,2 algo.group_size=1` would fail every job)."""
+    try:
+        check_schema(config)
+        AlgoSettings.from_config(plain(config.get("algo")) or {})
+    except ConfigError as error:
+        raise ConfigError(f"{error} (in every job); no job of the sweep was started") from None
 
 
 def check_swept_values(config: DictConfig) -> None:

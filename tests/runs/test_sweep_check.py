@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 from omegaconf import open_dict
 
-from src.runs.sweep_check import check_swept_values
+from src.runs.sweep_check import check_constant_values, check_swept_values
 from src.utils.compose import compose_config
 from src.utils.errors import ConfigError
 from tests.runs.test_user_errors import error_line, train_command
@@ -51,6 +51,23 @@ def test_a_refused_value_names_the_key_the_value_and_the_sweep(line, message):
 )
 def test_what_the_check_cannot_judge_is_left_to_each_job(line):
     check_swept_values(sweep_config(line))
+
+
+@pytest.mark.parametrize(
+    ("lines", "message"),
+    [
+        (["seed=1,2", "algo.group_size=1"], "algo.group_size must be a whole number >= 2"),
+        (["seed=1,2", "data.batch_size=abc"], "data.batch_size must be a whole number >= 1"),
+        (["seed=1,2", "algo.advantage_estimator=rloo"], "algo.scale_rewards=group scales"),
+    ],
+)
+def test_a_refused_value_every_job_shares_stops_the_sweep(lines, message):
+    """A value no job could run with is refused once, before the first job, not job by job
+    (each a traceback in the log); a sweep whose shared values are right passes."""
+    with pytest.raises(ConfigError, match=message) as raised:
+        check_constant_values(sweep_config(*lines))
+    assert str(raised.value).endswith("(in every job); no job of the sweep was started")
+    check_constant_values(sweep_config("seed=1,2", "algo.group_size=4"))
 
 
 def test_the_command_stops_before_any_job(tmp_path):
