@@ -23,6 +23,7 @@ from hydra.errors import (
 )
 from omegaconf.errors import ConfigAttributeError, ConfigKeyError
 
+from src.runs.read_keys import HANDED_ON, target_parameters
 from src.tracking.sweep import failed_jobs, forget_failed_jobs
 from src.utils.errors import UserError, unwrapped
 
@@ -167,16 +168,35 @@ def composition_message(error: ConfigCompositionException) -> str:
     unknown = isinstance(cause, (ConfigAttributeError, ConfigKeyError))
     if found and unknown and NOT_A_KEY.search(str(cause)):
         key = found.group(1)
-        close = closest_keys(key, config_for_suggestions(key))
+        config = config_for_suggestions(key)
+        close = closest_keys(key, config)
         if close:
             return f"{key} is not a key of the config: did you mean {' or '.join(close)}?"
         append = APPEND.search(text)
-        added = append.group(1) if append else f"+{key}=VALUE"
-        return f"{key} is not a key of the config; to add it as a new key use {added}"
+        return unknown_key_message(key, config, append.group(1) if append else f"+{key}=VALUE")
     message = one_line(text)
     if cause is not None:
         message += f": {one_line(text_of(cause)).split('; ')[0]}"
     return message
+
+
+def unknown_key_message(key: str, config: Any, added: str) -> str:
+    """What to do with `key`, which the config lacks: the `+` form only where the section it
+    falls in is built by a part that takes it (`+trainer.limit_val_batches=2`); elsewhere the
+    keys the section has, since a key added there would be read by nothing."""
+    parent, _, name = key.rpartition(".")
+    node: Any = config
+    for part in parent.split(".") if parent else []:
+        node = node.get(part) if isinstance(node, dict) else None
+    if not parent or not isinstance(node, dict):
+        return f"{key} is not a key of the config; no config of this run reads it"
+    target = node.get("_target_", HANDED_ON.get(parent))
+    if isinstance(target, str):
+        parameters = target_parameters(target)
+        if parameters is None or name in parameters:
+            return f"{key} is not a key of the config; to add it as a new key use {added}"
+    keys = ", ".join(sorted(str(k) for k in node if not str(k).startswith("_")))
+    return f"{key} is not a key of the config, and nothing reads it; {parent} has {keys}"
 
 
 def closest_keys(key: str, config: Any) -> list[str]:

@@ -7,6 +7,7 @@ that key would be recorded in MLflow as if it had been used, and ignored)."""
 from __future__ import annotations
 
 import inspect
+from collections.abc import Callable
 from typing import Any, Protocol, runtime_checkable
 
 from hydra.core.hydra_config import HydraConfig
@@ -18,6 +19,10 @@ from src.utils.resolvers import PROJECT_ROOT
 
 # the config sections built whole from their `_target_` (`src.utils.config.build`)
 BUILT = ("data", "rollout", "retrieval", "model", "policy", "algo.optimizer", "algo.scheduler")
+# sections without `_target_` handed whole, as keywords, to another package's constructor
+HANDED_ON = {"model.lora": "peft.LoraConfig"}
+# sections the code reads key by key: a key added directly under one is read only if declared
+KEYED = ("eval", "room", "sampling", "sft")
 
 
 def check_read_keys(cfg: DictConfig, sections: tuple[str, ...] = BUILT) -> None:
@@ -82,17 +87,36 @@ def target_parameters(target: str) -> set[str] | None:
     return names if declares else None
 
 
-def check_added_keys(overrides: list[str] | None = None) -> None:
+def check_added_to_section(key: str, declared: Callable[[str], bool]) -> None:
+    """Raise `ConfigError` where `key`, added with `+` (so the config had no such key), falls
+    directly under a section the code reads key by key (`KEYED`) and no table declares it
+    (`+eval.k=0`: nothing reads it, and the run would go on as without it)."""
+    section, _, name = key.partition(".")
+    if section in KEYED and name and "." not in name and not declared(key):
+        raise ConfigError(
+            f"+{key} adds a key that nothing reads: {section}'s settings are read by name and "
+            f"{name} is none of them; remove it (see conf/{section}/ for its keys)"
+        )
+
+
+def check_added_keys(
+    overrides: list[str] | None = None, declared: Callable[[str], bool] = lambda key: True
+) -> None:
     """Raise `ConfigError` for a `+KEY=VALUE` override (the run's own, or `overrides`) that adds
     a top-level key: no config of the run has it, so no config reads it through an
     interpolation, and the code reads only top-level keys its configs define. A config group
-    added with `+` (`+experiment=...`, `+model@policy.reader=tiny`) is not a key."""
+    added with `+` (`+experiment=...`, `+model@policy.reader=tiny`) is not a key. A key
+    added with `+` directly under a section read key by key must be one `declared` says is
+    a setting (`check_added_to_section`)."""
     if overrides is None:
         overrides = list(HydraConfig.get().overrides.task) if HydraConfig.initialized() else []
     for override in overrides:
-        if not override.startswith("+") or override.startswith("++") or "=" not in override:
+        if not override.startswith("+") or "=" not in override:
             continue
-        key = override[1:].split("=", 1)[0]
+        key = override.lstrip("+").split("=", 1)[0]
+        if override.startswith("++"):  # adds or overrides: the key may be one the config has
+            continue
+        check_added_to_section(key, declared)
         if "." in key or "@" in key or (PROJECT_ROOT / "conf" / key).is_dir():
             continue
         raise ConfigError(

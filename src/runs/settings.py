@@ -21,7 +21,7 @@ from src.model.causal_lm import check_model_folders
 from src.model.fast.probe import turned_off_names
 from src.policy.rewriter import NO_SFT_TARGET
 from src.runs.read_keys import check_added_keys, check_read_keys
-from src.runs.schema import MISSING, check_schema, value_at
+from src.runs.schema import MISSING, all_settings, check_schema, setting_of, value_at
 from src.utils.config import plain
 from src.utils.errors import ConfigError, MissingFileError
 from src.utils.folders import check_writable
@@ -40,7 +40,8 @@ def check_settings(cfg: DictConfig) -> AlgoSettings:
     check_required(cfg)
     check_schema(cfg)
     check_read_keys(cfg)
-    check_added_keys()
+    tables = all_settings(cfg)
+    check_added_keys(declared=lambda key: setting_of(key, tables) is not None)
     settings = check_algo_settings(plain(cfg.get("algo")) or {})
     check_model_settings(plain(cfg.get("model")) or {})
     check_hardware(cfg, settings)

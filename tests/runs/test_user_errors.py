@@ -246,3 +246,42 @@ def test_a_config_group_added_with_a_plus_is_not_a_key():
     check_added_keys(["+trainer.profiler=simple", "++seed=3"])  # a section's key; a forced set
     with pytest.raises(ConfigError, match=r"^\+sft_adaptr adds a key"):
         check_added_keys(["+sft_adaptr=/tmp"])
+
+
+def test_a_key_added_under_a_section_read_by_name_must_be_a_setting():
+    """`+eval.k=0` would be read by nothing and the run would go on without a word; a
+    declared key the task's config lacks, a key deeper in (a head's adapter) and a forced set
+    (`++`, which may override a key the config has) pass."""
+    from src.runs.read_keys import check_added_keys
+
+    declared = {"room.k", "eval.heads"}.__contains__
+    with pytest.raises(ConfigError, match=r"^\+eval.k adds a key that nothing reads"):
+        check_added_keys(["+eval.k=0"], declared)
+    with pytest.raises(ConfigError, match=r"^\+sampling.lag adds a key that nothing reads"):
+        check_added_keys(["+sampling.lag=2"], declared)
+    check_added_keys(["+room.k=4", "+eval.adapters.mine=/tmp", "++eval.output_dir=/tmp"], declared)
+
+
+def test_an_unknown_key_is_told_where_a_plus_would_be_read(monkeypatch):
+    """The `+` form is advised only where a part takes the key (Lightning's Trainer, peft's
+    LoraConfig); elsewhere the section's keys are named."""
+    from src.runs.cli import unknown_key_message
+
+    config = {
+        "trainer": {"_target_": "lightning.pytorch.Trainer", "max_steps": 2},
+        "model": {"lora": {"r": 8}},
+        "eval": {"heads": ["base"], "split": "validation"},
+    }
+    assert unknown_key_message("trainer.profiler", config, "+trainer.profiler=simple") == (
+        "trainer.profiler is not a key of the config; to add it as a new key use "
+        "+trainer.profiler=simple"
+    )
+    assert "use +model.lora.bias=all" in unknown_key_message(
+        "model.lora.bias", config, "+model.lora.bias=all"
+    )
+    assert unknown_key_message("eval.k", config, "+eval.k=0") == (
+        "eval.k is not a key of the config, and nothing reads it; eval has heads, split"
+    )
+    assert unknown_key_message("nokey", config, "+nokey=1") == (
+        "nokey is not a key of the config; no config of this run reads it"
+    )
