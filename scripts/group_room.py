@@ -33,6 +33,11 @@ SCRIPTS = {  # --findings: the script that wrote the rows, whose tables say each
 
 def groups(run: str, artifacts: Path) -> list[list[dict]]:
     """Each sampled group of the run's samples tables: the completions of one prompt at one step."""
+    if not (artifacts / run).is_dir():
+        raise SystemExit(
+            f"group_room: no run {run} in {artifacts}; give a run's MLflow id (a folder name "
+            "there), or --artifacts with the folder that holds it"
+        )
     tables = sorted((artifacts / run / "artifacts" / "samples").glob("step_*.json"))
     if not tables:
         raise SystemExit(

@@ -126,3 +126,8 @@ def test_group_room_on_a_run_of_a_task_without_ranks_says_what_to_give(tmp_path)
         SystemExit, match="has no gold_reciprocal_rank column .* task=medqa_rewriter"
     ):
         groups("RUN", tmp_path)
+    with pytest.raises(SystemExit, match="no run NORUN in .*; give a run's MLflow id"):
+        groups("NORUN", tmp_path)
+    (tmp_path / "EMPTY").mkdir()
+    with pytest.raises(SystemExit, match="no samples tables under .*samples_every_n_steps=1"):
+        groups("EMPTY", tmp_path)
