@@ -66,8 +66,9 @@ def check_sweeper(config: DictConfig) -> None:
 def check_constant_values(config: DictConfig) -> None:
     """Raise `ConfigError` for a setting every job of the sweep shares that its declaration or
     the algorithm's checks refuse (`-m seed=1,2 algo.group_size=1` would fail every job)."""
+    shared = {key: s for key, s in all_settings(config).items() if not key.startswith("paths.")}
     try:
-        check_schema(config)
+        check_schema(config, shared)  # each job's folders are its own, set when it starts
         AlgoSettings.from_config(plain(config.get("algo")) or {})
     except ConfigError as error:
         raise ConfigError(f"{error} (in every job); no job of the sweep was started") from None

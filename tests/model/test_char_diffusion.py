@@ -128,10 +128,6 @@ def test_a_judge_that_sees_the_mask_reads_the_filled_positions_and_needs_them(tm
     assert first != pytest.approx(second)  # the same window, marked differently
     with pytest.raises(ValueError, match="prompt_field=masked"):
         judge.score([text])
-    with pytest.raises(
-        ConfigError, match="stages.judge.train.model.sees_mask must be true or false"
-    ):
-        CharJudge(**SMALL, sees_mask="yes")
     judge.save(tmp_path / "judge")
     again = load_char_judge(tmp_path / "judge")
     assert again.sees_mask
