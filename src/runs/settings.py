@@ -1,7 +1,9 @@
 """Settings that cannot work, alone or together, refused before any data or model loads, each
-with the config key to change. Every setting a run takes is checked here first; the pure
-functions of `src/grpo/` (objective, advantages, policy losses) and the GRPO module check the
-arguments they are handed again, for callers that reach them without a config."""
+with the config key to change. Every key of the composed config is checked here first (a
+stage's own `train` settings right after, by the check its stage names:
+`pretraining/stages.py:check_stage_settings`); the pure functions of `src/grpo/` (objective,
+advantages, policy losses) and the GRPO module check the arguments they are handed again, for
+callers that reach them without a config."""
 
 from __future__ import annotations
 
