@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import logging
 import re
 import subprocess
 import tempfile
@@ -17,8 +18,10 @@ from src.runs.preemption import Interrupted, Stopped, interrupted
 from src.runs.resume import LAST
 from src.tracking.run_logger import MLflowRunLogger, mlflow_loggers, record_error
 from src.tracking.sweep import sweep_tags
-from src.utils.per_machine import choice_descriptions
+from src.utils.per_machine import choice_descriptions, unused_pins
 from src.utils.resolvers import PROJECT_ROOT
+
+log = logging.getLogger(__name__)
 
 
 def flatten(config: Any, prefix: str = "") -> dict[str, Any]:
@@ -213,7 +216,17 @@ def log_report(loggers: list[Any], report: dict[str, Any], name: str) -> None:
 def log_machine_choices(loggers: list[Any]) -> None:
     """Each per-machine choice this process made (`src.utils.per_machine`: its value, whether
     it was measured now or kept, when, and the timings behind it) as an MLflow param
-    `machine_choice.<name>`."""
+    `machine_choice.<name>`; one WARNING for pinned choices this run never asked for."""
+    unused = unused_pins()
+    if unused:
+        sources = sorted(set(unused.values()))
+        log.warning(
+            "%d choice(s) %s were never asked for by this run (%s): they pinned nothing here; "
+            "a file from another machine or of another model's shapes?",
+            len(unused),
+            " and ".join(sources),
+            ", ".join(unused),
+        )
     params = {f"machine_choice.{name}": text for name, text in choice_descriptions().items()}
     if not params:
         return

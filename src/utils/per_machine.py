@@ -180,6 +180,12 @@ def unpin() -> None:
     _PINNED.clear()
 
 
+def unused_pins() -> dict[str, str]:
+    """The pinned choices this process never asked for, by name, with where each was pinned
+    from: a file of another machine's or model's shapes pins nothing here."""
+    return {name: source for name, (_, source) in sorted(_PINNED.items()) if name not in _CHOICES}
+
+
 def chosen_values() -> dict[str, Any]:
     """The value of every choice this process made, by name (`choices()` without where each
     came from): what a checkpoint keeps so that a continuation takes the same (`pin`)."""

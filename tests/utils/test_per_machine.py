@@ -205,3 +205,20 @@ def test_the_environment_pins_a_file_of_choices(cache, tmp_path, monkeypatch) ->
     monkeypatch.setenv(per_machine.PIN_VARIABLE, str(tmp_path / "missing.json"))
     with pytest.raises(ConfigError, match="cannot be read as JSON"):
         per_machine.pin_from_environment()
+
+
+def test_a_pinned_choice_the_run_never_asks_for_is_said_once(cache, caplog) -> None:
+    """A choices file of another machine's or model's shapes pins nothing: the run says which
+    names it never asked for, and where they were pinned from."""
+    import logging
+
+    from src.runs.record import log_machine_choices
+
+    per_machine.pin({"speed": "mkl", "onednn_products.9x9": True}, "pinned by $X=other.json")
+    assert measured_once("speed", Counted("onednn")) == "mkl"
+    assert per_machine.unused_pins() == {"onednn_products.9x9": "pinned by $X=other.json"}
+    with caplog.at_level(logging.WARNING):
+        log_machine_choices([])
+    (line,) = [r.getMessage() for r in caplog.records if "never asked for" in r.getMessage()]
+    assert "onednn_products.9x9" in line and "other.json" in line and "speed" not in line
+    per_machine.unpin()
