@@ -5,6 +5,7 @@ row is cut there, the mark's token kept."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from typing import Any
 
@@ -13,20 +14,17 @@ from torch import Tensor
 
 from src.rollout.decode import Stop
 
-ESCAPES = {"\\n": "\n", "\\t": "\t", "\\r": "\r"}  # typed as two characters -> meant
+ESCAPES = {"n": "\n", "t": "\t", "r": "\r", "\\": "\\"}  # after a backslash -> meant
+ESCAPED = re.compile(r"\\([ntr\\])")
 
 
 def stop_texts(texts: Sequence[str] | None) -> list[str]:
     """The stop texts of `rollout.stop_strings`, with a line end, tab or carriage return typed
     as two characters (a backslash, then n, t or r: what the command line passes for
-    `'rollout.stop_strings=["\\n"]'`) read as the character it names, as a YAML file's
-    double-quoted `"\\n"` is."""
-    found = []
-    for text in texts or []:
-        for typed, meant in ESCAPES.items():
-            text = text.replace(typed, meant)
-        found.append(text)
-    return found
+    `'rollout.stop_strings=["\\n"]'`) read as the character it names, and a doubled backslash
+    as one, in one pass from the left, as a YAML file's double-quoted text is read (`\\\\t` is
+    a backslash and a t, not a backslash and a tab)."""
+    return [ESCAPED.sub(lambda found: ESCAPES[found.group(1)], text) for text in texts or []]
 
 
 def first_mark(tokenizer: Any, tokens: list[int], marks: list[str]) -> tuple[int, str | None]:

@@ -20,6 +20,13 @@ def test_a_line_end_typed_as_two_characters_is_a_line_end():
     assert stop_texts(None) == []
 
 
+def test_a_doubled_backslash_is_one_backslash_read_from_the_left():
+    """`"\\\\t"` on the command line is a backslash and a t, as in a YAML file, not a
+    backslash and a tab; `\\\\n` likewise; a lone backslash elsewhere stays."""
+    assert stop_texts(["\\\\t", "\\\\n", "\\\\", "a\\b"]) == ["\\t", "\\n", "\\", "a\\b"]
+    assert stop_texts(["\\\\\\t"]) == ["\\\t"]  # a backslash, then a tab
+
+
 def test_the_command_lines_line_end_reaches_the_sampler_as_one(make_cfg):
     cfg = make_cfg('rollout.stop_strings=["\\n"]')  # what `'...=["\n"]'` in a shell passes
     assert list(cfg.rollout.stop_strings) == ["\\n"]  # Hydra keeps the two characters
