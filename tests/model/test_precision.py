@@ -245,6 +245,7 @@ def test_the_adapters_read_their_input_as_it_is_with_the_same_numbers():
     assert all(m.cast_input_dtype_enabled for m in layers)
 
 
+@pytest.mark.slow
 def test_a_bfloat16_lora_run_proves_its_passes_and_keeps_what_trains_in_float32(tmp_path):
     """`model.dtype=bfloat16` over LoRA: the base stored in bfloat16, the adapters float32;
     sampling, the shared-prompt log-prob pass and the lean layers are proven against the
