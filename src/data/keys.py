@@ -12,6 +12,9 @@ SETTINGS: dict[str, Setting | AnyOf] = {
     "data.path": OPTIONAL_TEXT,
     "data.val_path": OPTIONAL_TEXT,
     "data.val_size": whole(0),
+    "data.schema.label_base": Setting(
+        "int", choices=(0, 1)
+    ),  # 0: the hub's labels, 1: labelled 1-4
     "data.unseen.path": OPTIONAL_TEXT,
     "data.unseen.corpus": OPTIONAL_TEXT,
     "data.unseen.kinds": TEXTS,

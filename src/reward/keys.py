@@ -7,6 +7,8 @@ from __future__ import annotations
 from src.utils.setting import OPTIONAL_TEXT, TEXT, AnyOf, Setting, choice, number, whole
 
 ON_ERROR = ("raise", "zero")  # what a failing reward function does
+METRICS = ("f1", "rouge_l", "bleu", "total")  # what an overlap reward scores (reward=overlap)
+BACKENDS = ("auto", "embedding", "overlap")  # how the similarity reward compares explanations
 
 # key -> what it may hold; what each means is said beside it in its config
 SETTINGS: dict[str, Setting | AnyOf] = {
@@ -14,7 +16,7 @@ SETTINGS: dict[str, Setting | AnyOf] = {
     "reward.on_error": choice(*ON_ERROR),
     "reward.weights.*": number(),
     "reward.functions.*.batch_size": whole(1),
-    "reward.functions.*.metric": TEXT,
+    "reward.functions.*.metric": choice(*METRICS),
     "reward.functions.*.answer_field": TEXT,
     "reward.functions.*.reference_field": TEXT,
     "reward.functions.*.question_field": TEXT,
@@ -22,4 +24,7 @@ SETTINGS: dict[str, Setting | AnyOf] = {
     "reward.functions.*.explanation_field": TEXT,
     "reward.functions.*.prompt_field": OPTIONAL_TEXT,
     "reward.functions.*.max_length": whole(1),
+    "reward.functions.*.buffer": whole(1, why="penalised tokens before the limit"),
+    "reward.functions.*.penalty": number(0, why="the score at the limit is -penalty"),
+    "reward.functions.*.backend": choice(*BACKENDS),
 }

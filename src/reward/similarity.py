@@ -15,7 +15,6 @@ from typing import Any
 
 from src.model.embedding import EMBEDDING_PACKAGE, SentenceEmbedder, embedding_model_folder
 from src.reward.solution_tag import ParsedAnswer, SolutionReward
-from src.utils.errors import ConfigError
 
 log = logging.getLogger(__name__)
 WORD = re.compile(r"[a-z0-9]+")
@@ -43,10 +42,6 @@ class ReasoningSimilarity(SolutionReward):
         self, explanation_field: str = "explanation", backend: str = "auto", **tags: str
     ) -> None:
         super().__init__(**tags)
-        if backend not in ("auto", "embedding", "overlap"):
-            raise ConfigError(
-                f"reward similarity backend must be auto, embedding or overlap, got {backend!r}"
-            )
         self.explanation_field = explanation_field
         self.backend = backend
         self._embedder: SentenceEmbedder | None = None

@@ -12,6 +12,7 @@ from src.data.hub import SAMPLES_DIR, hub_splits
 from src.data.mcq import clean_rows
 from src.data.medmcqa import MedMCQA
 from src.data.medqa import MedQA
+from tests.helpers.declared import refusal
 from tests.helpers.files import write_jsonl
 
 MEDMCQA_ROW = {
@@ -47,8 +48,8 @@ def test_medmcqa_row_becomes_canonical() -> None:
 
 def test_one_based_labels_by_config() -> None:
     assert MedMCQA(label_base=1)({**MEDMCQA_ROW, "cop": 2})["answer"] == "B"
-    with pytest.raises(ValueError, match="label_base must be 0 or 1"):
-        MedMCQA(label_base=2)
+    said = refusal({"data.schema.label_base": 2})
+    assert said == "data.schema.label_base must be one of 0, 1, got 2"
 
 
 def test_medqa_row_becomes_canonical() -> None:

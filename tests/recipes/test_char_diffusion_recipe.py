@@ -195,7 +195,7 @@ def test_one_grpo_module_trains_the_character_model_and_a_causal_lm(make_cfg, mo
         ("short_text", r"short\.txt: 9 characters of text .* data\.window=24"),
         ("empty_text", r"empty\.txt: no text in it"),
         ("data.mask_ratio=1.5", r"data\.mask_ratio must be a number in \(0, 1\), got 1\.5"),
-        ("rollout.denoising_steps=0", r"rollout\.denoising_steps must be an integer >= 1"),
+        ("rollout.denoising_steps=0", r"rollout\.denoising_steps must be a whole number >= 1"),
         ("judge_is_generator", r"judge_checkpoint=.*holds 'char_diffusion', not a char_judge"),
     ],
 )

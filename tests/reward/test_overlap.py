@@ -9,8 +9,8 @@ from torchmetrics.functional.text import bleu_score, rouge_score, squad
 from src.reward.combine import CombinedReward
 from src.reward.overlap import Overlap, bleu, clean_outcome, overlap_total, rouge_l, token_f1
 from src.utils.config import build
-from src.utils.errors import ConfigError
 from src.utils.resolvers import PROJECT_ROOT
+from tests.helpers.declared import refusal
 
 
 def squad_f1(prediction: str, reference: str) -> float:
@@ -101,8 +101,10 @@ def test_article_only_texts_get_no_token_f1() -> None:
 
 
 def test_bad_settings_and_rows() -> None:
-    with pytest.raises(ConfigError, match="metric must be one of .*'meteor'"):
-        Overlap("meteor")
+    said = refusal({"reward.functions.f1.metric": "meteor"})
+    assert (
+        said == "reward.functions.f1.metric must be one of f1, rouge_l, bleu, total, got 'meteor'"
+    )
     with pytest.raises(KeyError, match="answer_text"):
         Overlap()(["Paris"], [{"answer": "Paris"}])
 

@@ -10,6 +10,7 @@ from src.reward.combine import CombinedReward
 from src.reward.overlong import OverlongPenalty
 from src.utils.compose import compose_train_config
 from src.utils.errors import ConfigError
+from tests.helpers.declared import refusal
 
 
 def test_the_penalty_grows_linearly_over_the_buffer() -> None:
@@ -20,12 +21,14 @@ def test_the_penalty_grows_linearly_over_the_buffer() -> None:
 
 
 def test_bad_settings_name_the_key() -> None:
-    with pytest.raises(ConfigError, match="overlong.buffer must be a whole number"):
-        OverlongPenalty(max_length=8, buffer=0)
-    with pytest.raises(ConfigError, match="overlong.buffer"):
+    assert refusal({"reward.functions.overlong.buffer": 0}).startswith(
+        "reward.functions.overlong.buffer must be a whole number >= 1"
+    )
+    with pytest.raises(ConfigError, match=r"overlong.buffer must be at most max_length \(8\)"):
         OverlongPenalty(max_length=8, buffer=9)
-    with pytest.raises(ConfigError, match="overlong.penalty must be >= 0"):
-        OverlongPenalty(max_length=8, buffer=2, penalty=-1.0)
+    assert refusal({"reward.functions.overlong.penalty": -1.0}).startswith(
+        "reward.functions.overlong.penalty must be a number >= 0"
+    )
 
 
 def test_it_adds_to_the_task_reward_from_the_sampled_lengths() -> None:

@@ -11,6 +11,7 @@ from src.reward.solution_tag import (
     WellFormedTag,
     parse_answer,
 )
+from tests.helpers.declared import refusal
 
 ROW = {"answer": "B", "options": {"A": "a", "B": "b", "C": "c", "D": "d"}}
 GOOD = "<think>The nerve is radial.</think>\n<SOLUTION>B</SOLUTION>"
@@ -103,5 +104,5 @@ def test_similarity_embeddings_rank_related_reasoning_higher() -> None:
 
 
 def test_similarity_rejects_unknown_backend() -> None:
-    with pytest.raises(ValueError, match="auto, embedding or overlap"):
-        ReasoningSimilarity(backend="bm25")
+    said = refusal({"reward.functions.similarity.backend": "bm25"})
+    assert "backend must be one of auto, embedding, overlap, got 'bm25'" in said

@@ -11,8 +11,9 @@ from src.recipes.char_diffusion.encoder import MASK
 from src.recipes.char_diffusion.infill import Infill
 from src.recipes.char_diffusion.network import load_char_diffusion
 from src.recipes.char_diffusion.sampler import CharDiffusionSampler, nucleus_sample, surest
+from src.recipes.char_diffusion.settings import SETTINGS as CHAR_SETTINGS
 from src.rollout.rollout import join_rollouts
-from src.utils.errors import ConfigError
+from tests.helpers.declared import refusal
 
 PROMPTS = ["the c█t s█t on ██e mat", "a d██ ran ███ay fast!!"]
 
@@ -113,5 +114,6 @@ def test_steps_survive_selecting_and_joining_rows(network):
 
 @pytest.mark.parametrize("steps", [0, -2, 1.5, True])
 def test_bad_step_counts_are_refused_by_name(steps):
-    with pytest.raises(ConfigError, match=r"rollout\.denoising_steps must be an integer >= 1"):
-        CharDiffusionSampler(24, denoising_steps=steps)
+    """Declared with task=char_diffusion's keys: refused when the config is composed."""
+    said = refusal({"rollout.denoising_steps": steps}, CHAR_SETTINGS)
+    assert said.startswith("rollout.denoising_steps must be a whole number >= 1")

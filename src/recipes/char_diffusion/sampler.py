@@ -9,7 +9,6 @@ from torch import Tensor
 from src.recipes.char_diffusion.encoder import PAD
 from src.recipes.char_diffusion.network import CharDiffusionNetwork, masked_positions, revealed
 from src.rollout.rollout import Rollout
-from src.utils.errors import ConfigError
 
 
 class CharDiffusionSampler:
@@ -32,15 +31,6 @@ class CharDiffusionSampler:
             raise ValueError(f"temperature must be > 0, got {temperature}; use greedy=True instead")
         if not 0 < top_p <= 1:
             raise ValueError(f"top_p must be in (0, 1], got {top_p}")
-        if (
-            isinstance(denoising_steps, bool)
-            or not isinstance(denoising_steps, int)
-            or denoising_steps < 1
-        ):
-            raise ConfigError(
-                f"rollout.denoising_steps must be an integer >= 1 (1: every masked position at "
-                f"once), got {denoising_steps!r}"
-            )
         self.max_completion_length = max_completion_length
         self.temperature = temperature
         self.top_p = top_p

@@ -33,6 +33,7 @@ SETTINGS: dict[str, Setting | AnyOf] = {
     "data.mask_char": MASK,
     "model.mask_char": MASK,
     "policy.mask_char": MASK,
+    "rollout.denoising_steps": whole(1, why="1: every masked position at once"),
     "data.source.seed": whole(),
     "model.seed": whole(),
     "data.source.low": whole(),
