@@ -17,6 +17,7 @@ from typing import Any
 import torch
 from rich.progress import Progress
 
+from src.data.learnability import SUCCESS  # a success function's score at or above it
 from src.evaluation.room import Group, split_figures
 from src.model.network import PolicyNetwork
 from src.policy.episode import Episode, run_episode
@@ -28,7 +29,6 @@ from src.utils.errors import ConfigError
 Extractor = Callable[[str], str | None]
 AUTO = "auto"
 AUTO_NAMES = {"room.success": "accuracy", "room.form": "well_formed"}
-SUCCESS = 1.0 - 1e-6  # a success function's score at or above this is a success
 
 
 @dataclass(frozen=True)
