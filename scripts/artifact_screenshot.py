@@ -13,18 +13,13 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import os
 import shutil
-import signal
-import socket
-import subprocess
-import sys
-import time
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
 from mlflow import MlflowClient
+
+from src.tracking.local_server import ServerDidNotStart, local_mlflow
 
 ROOT = Path(__file__).resolve().parents[1]
 STORE = f"sqlite:///{ROOT / 'outputs' / 'mlflow.db'}"
@@ -36,38 +31,14 @@ CHROMIUM_ARGS = [
 ]
 
 
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
 @contextlib.contextmanager
 def mlflow_ui(store: str) -> Iterator[str]:
     """`mlflow ui` over `store` (as `make ui` runs it) until the block ends; yields its address."""
-    port = free_port()
-    server = subprocess.Popen(
-        [str(Path(sys.executable).with_name("mlflow")), "ui", "--backend-store-uri", store,
-         "--host", "127.0.0.1", "--port", str(port)],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL,
-        start_new_session=True, env={**os.environ, "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"},
-    )  # fmt: skip
-    address = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 120
-        while True:
-            try:
-                urllib.request.urlopen(f"{address}/health", timeout=2).read()
-                break
-            except OSError:
-                if server.poll() is not None or time.monotonic() > deadline:
-                    raise SystemExit("error: mlflow ui did not start") from None
-                time.sleep(0.5)
-        yield address
-    finally:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(server.pid, signal.SIGTERM)
-        server.wait(timeout=30)
+        with local_mlflow(["ui", "--backend-store-uri", store]) as address:
+            yield address
+    except ServerDidNotStart:
+        raise SystemExit("error: mlflow ui did not start") from None
 
 
 def main() -> None:

@@ -1,9 +1,8 @@
-"""Files tests write: JSONL rows, free ports."""
+"""Files tests write: JSONL rows."""
 
 from __future__ import annotations
 
 import json
-import socket
 from pathlib import Path
 
 
@@ -12,10 +11,3 @@ def write_jsonl(path: Path, rows: list[dict | str]) -> Path:
     lines = [row if isinstance(row, str) else json.dumps(row) for row in rows]
     path.write_text("".join(line + "\n" for line in lines))
     return path
-
-
-def free_port() -> int:
-    """A TCP port on 127.0.0.1 that nothing listens on now."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]

@@ -12,9 +12,10 @@ import sys
 import mlflow
 import pytest
 
+from src.tracking.local_server import free_port
 from src.utils.resolvers import PROJECT_ROOT
 from tests.helpers.compare import assert_same_histories, assert_updates_were_not_trivial, histories
-from tests.helpers.mlflow_server import free_port, mlflow_server
+from tests.helpers.mlflow_server import mlflow_server
 from tests.helpers.signal_at_step import signal_at
 from tests.helpers.training_process import TINY_RUN, start_training
 

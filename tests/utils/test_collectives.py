@@ -6,6 +6,7 @@ import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 
+from src.tracking.local_server import free_port
 from src.utils.distributed import (
     average_gradients,
     gather_objects,
@@ -14,7 +15,6 @@ from src.utils.distributed import (
     sum_over_processes,
     world_size,
 )
-from tests.helpers.files import free_port
 
 FULL_GRADIENT = torch.arange(1.0, 8.0)  # split 3 + 4 over the two processes as FSDP shards
 
