@@ -56,6 +56,9 @@ def test_the_child_ends_when_its_parent_is_stopped(tmp_path: Path, how: signal.S
             f"run_bound([sys.executable, '-c', {child!r}])",
         ],
         cwd=PROJECT_ROOT,
+        # Ctrl-C as a terminal gives it: a test before this one in the same worker may have left
+        # SIGINT ignored (Lightning does after a KeyboardInterrupt), which a child inherits
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),  # noqa: PLW1509
     )
     try:
         wait_for(lambda: pid_file.exists() and pid_file.read_text(), "the child started")
