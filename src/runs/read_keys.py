@@ -111,11 +111,10 @@ def check_added_keys(
     if overrides is None:
         overrides = list(HydraConfig.get().overrides.task) if HydraConfig.initialized() else []
     for override in overrides:
-        if not override.startswith("+") or "=" not in override:
+        # `++` adds or overrides: the key may be one the config has
+        if not override.startswith("+") or override.startswith("++") or "=" not in override:
             continue
-        key = override.lstrip("+").split("=", 1)[0]
-        if override.startswith("++"):  # adds or overrides: the key may be one the config has
-            continue
+        key = override[1:].split("=", 1)[0]
         check_added_to_section(key, declared)
         if "." in key or "@" in key or (PROJECT_ROOT / "conf" / key).is_dir():
             continue

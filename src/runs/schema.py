@@ -1,8 +1,9 @@
 """The type, range and allowed values of every user-facing setting, checked when the config is
-composed, before any data or model loads: a string where a number belongs, a value out of range or a misspelt choice gets one
-`error:` line naming the key, the value and what is allowed. Each config group declares its
-keys beside its code (`src/<folder>/keys.py`, a recipe's under `settings_tables`); the run's
-and the trainer's are declared here, and `SETTINGS` assembles them all.
+composed, before any data or model loads: a string where a number belongs, a value out of
+range or a misspelt choice gets one `error:` line naming the key, the value and what is
+allowed. Each config group declares its keys beside its code (`src/<folder>/keys.py`, a
+recipe's under `settings_tables`); the run's and the trainer's are declared here, and
+`SETTINGS` assembles them all.
 
 A key that a config does not have is not checked (each task composes its own groups); what a
 key means is said beside it in its `conf/<group>/*.yaml`.

@@ -40,9 +40,9 @@ def check_settings(cfg: DictConfig) -> AlgoSettings:
     read them, never `cfg.algo` again. (A task's `before_grpo` steps check their own settings
     when `runs/parts.py` builds them, next.)"""
     check_required(cfg)
-    check_schema(cfg)
+    tables = all_settings(cfg)  # with the task's own
+    check_schema(cfg, tables)
     check_read_keys(cfg)
-    tables = all_settings(cfg)
     check_added_keys(declared=lambda key: setting_of(key, tables) is not None)
     settings = check_algo_settings(plain(cfg.get("algo")) or {})
     check_model_settings(plain(cfg.get("model")) or {})

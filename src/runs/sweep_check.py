@@ -6,10 +6,10 @@ alone into the sweep's config and given the checks a single value has: its decla
 range and choices (`src.runs.schema.SETTINGS`) and, for `algo.*`, the algorithm's settings
 (`AlgoSettings`). A refused value stops the sweep before any job, in one line naming the key,
 the value and the sweep, and status 1; so does a value every job shares (`-m seed=1,2
-algo.group_size=1`). The sweeper's own counts (`hydra.sweeper.n_trials`,
-`n_jobs`, `max_failure_rate`: Optuna's) are checked the same way. Config groups (`algo=grpo,dapo`), values that only fail
-together and search spaces a sweeper draws from (Optuna's intervals) are left to each job's own
-check.
+algo.group_size=1`). The sweeper's own counts (`hydra.sweeper.n_trials`, `n_jobs`,
+`max_failure_rate`: Optuna's) are checked the same way. Config groups (`algo=grpo,dapo`),
+values that only fail together and search spaces a sweeper draws from (Optuna's intervals) are
+left to each job's own check.
 """
 
 from __future__ import annotations

@@ -34,8 +34,8 @@ def local_mlflow(
 ) -> Iterator[str]:
     """`mlflow ARGUMENTS --host 127.0.0.1 --port P` (`server ...` or `ui ...`; P a free port, or
     `port`) until the block ends, its output appended to `log` (or dropped); yields its address
-    once it answers, and kills its process group after. No job runners: MLflow's scheduled and GenAI jobs would start
-    five processes nothing here uses."""
+    once it answers, and kills its process group after. No job runners: MLflow's scheduled
+    and GenAI jobs would start five processes nothing here uses."""
     port = port or free_port()
     command = [str(Path(sys.executable).with_name("mlflow")), *arguments]
     command += ["--host", "127.0.0.1", "--port", str(port)]

@@ -23,8 +23,9 @@ class Setting:
     that may be blank, such as a line's end; `mask`, one character outside printable ASCII;
     `template`, a text that
     `str.format` can fill; `texts`, a list of non-empty texts; `numbers`, a non-empty list of
-    numbers each in the range; `names`, a mapping of names to names; `indices`, device indices as a list or as text with commas; `config`, an object's
-    config with `_target_`), an inclusive range (`low`, `high`; `above` makes `low`
+    numbers each in the range; `names`, a mapping of names to names; `indices`, device indices
+    as a list or as text with commas; `config`, an object's config with `_target_`), an
+    inclusive range (`low`, `high`; `above` makes `low`
     exclusive, `below` makes `high` exclusive), the `choices` (a tuple, or a registry whose
     names are read when a value is checked, so an entry registered later is a choice), and
     whether null is allowed; `why` says what the range means, in the error's words."""

@@ -106,6 +106,7 @@ def test_a_sweep_with_a_failed_job_exits_with_status_1_after_the_others(capsys):
     forget_failed_jobs()
     assert stopped.value.code == 1
     assert capsys.readouterr().err.strip() == (
-        "error: 2 job(s) of the sweep failed (job 0: ConfigError: algo.kl_beta must be a number >= 0, "
-        "got 'abc'; job 2: DataFileError: bad.jsonl:2: malformed JSON line); the others finished"
+        "error: 2 job(s) of the sweep failed (job 0: ConfigError: algo.kl_beta must be a number "
+        ">= 0, got 'abc'; job 2: DataFileError: bad.jsonl:2: malformed JSON line); the others "
+        "finished"
     )

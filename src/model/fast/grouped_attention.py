@@ -41,10 +41,9 @@ from src.model.fast.probe import (
     device_of,
     largest_difference,
     log_softmax_difference,
-    probe_input,
+    probe_forward,
     proven,
 )
-from src.model.positions import position_ids
 
 PATH = "grouped_attention"  # the fast path ($GRPO_FAST_PATHS_OFF)
 NAME = "grpo_grouped"  # its name among transformers' attention implementations
@@ -185,8 +184,8 @@ def tolerance(network: nn.Module, check: Callable[[], float]) -> Callable[[], fl
     measured once per kind of network: None (the probe's) in float64; in float32 the probe's,
     or, where `check` finds more, `FLOAT32_FACTOR` times what float32 arithmetic moves the
     network's log-probs through `sdpa` from float64's if that is more (the float64 copy of the
-    weights made only then); in a half type `FLOAT32_FACTOR` times what its arithmetic moves them from
-    float32's, at least `HALF_FLOOR`. Any reordering of attention's arithmetic moves the
+    weights made only then); in a half type `FLOAT32_FACTOR` times what its arithmetic moves
+    them from float32's, at least `HALF_FLOOR`. Any reordering of attention's arithmetic moves the
     log-probs by about what the type's rounding does: torch's CPU flash kernel (`sdpa`) puts
     SmolLM2-135M's far-tail log-probs a few ten-thousandths of a nat from float64's in float32,
     where this path's single softmax lies closer, so the two may differ by more than the fixed
@@ -262,18 +261,6 @@ class _Grouped(nn.Module):
         super().__init__()
         self.num_key_value_groups = groups
         self.is_causal = True
-
-
-def probe_forward(network: nn.Module) -> tuple[dict[str, Tensor], Tensor, int]:
-    """The probe batch's full sequences (left-padded prompts, each followed by its
-    continuations) as a forward's arguments, which of their positions are real, and how many
-    positions at their end are continuations (real in every row)."""
-    prompt_ids, prompt_mask, fed = probe_input(network)
-    group = fed.size(0) // prompt_ids.size(0)
-    ids = torch.cat([prompt_ids.repeat_interleave(group, dim=0), fed], dim=1)
-    mask = torch.cat([prompt_mask.repeat_interleave(group, dim=0), torch.ones_like(fed)], dim=1)
-    arguments = {"input_ids": ids, "attention_mask": mask, "position_ids": position_ids(mask)}
-    return arguments, mask.bool(), fed.size(1)
 
 
 @torch.no_grad()

@@ -24,6 +24,7 @@ from typing import TypeVar
 import torch
 from torch import Tensor, nn
 
+from src.model.positions import position_ids
 from src.utils.errors import ConfigError
 
 log = logging.getLogger(__name__)
@@ -303,6 +304,18 @@ def probe_input(
     continuations = torch.randint(0, vocab, (prompts * group_size, 3), generator=generator)
     device = device_of(network)
     return ids.to(device), mask.to(device), continuations.to(device)
+
+
+def probe_forward(network: nn.Module) -> tuple[dict[str, Tensor], Tensor, int]:
+    """The probe batch's full sequences (left-padded prompts, each followed by its
+    continuations) as a forward's arguments, which of their positions are real, and how many
+    positions at their end are continuations (real in every row)."""
+    prompt_ids, prompt_mask, fed = probe_input(network)
+    group = fed.size(0) // prompt_ids.size(0)
+    ids = torch.cat([prompt_ids.repeat_interleave(group, dim=0), fed], dim=1)
+    mask = torch.cat([prompt_mask.repeat_interleave(group, dim=0), torch.ones_like(fed)], dim=1)
+    arguments = {"input_ids": ids, "attention_mask": mask, "position_ids": position_ids(mask)}
+    return arguments, mask.bool(), fed.size(1)
 
 
 def log_softmax_difference(fast: Tensor, plain: Tensor) -> float:

@@ -24,7 +24,13 @@ import torch
 from torch import Tensor, nn
 
 from src.model.fast.half_rounding import HALF_FLOOR, float32_yardstick
-from src.model.fast.probe import computed_dtype, log_softmax_difference, probe_input, proven
+from src.model.fast.probe import (
+    computed_dtype,
+    log_softmax_difference,
+    probe_forward,
+    probe_input,
+    proven,
+)
 from src.model.hf_cache import cache_argument, returned_cache
 from src.model.positions import position_ids
 
@@ -134,18 +140,9 @@ def shared_tolerance(network: nn.Module) -> Callable[[], float] | None:
         return None
 
     def measured() -> float:
-        prompt_ids, prompt_mask, ids = probe_input(network)
-        group = ids.size(0) // prompt_ids.size(0)
-        full_mask = torch.cat(
-            [prompt_mask.repeat_interleave(group, dim=0), torch.ones_like(ids)], 1
-        )
-        forward = {
-            "input_ids": torch.cat([prompt_ids.repeat_interleave(group, dim=0), ids], dim=1),
-            "attention_mask": full_mask,
-            "position_ids": position_ids(full_mask),
-            "use_cache": False,
-        }
-        moved = float32_yardstick("shared_float32_rounding", network, forward, ids.size(1) + 1)
+        forward, _, continued = probe_forward(network)
+        arguments = {**forward, "use_cache": False}  # compared: the last prompt position on
+        moved = float32_yardstick("shared_float32_rounding", network, arguments, continued + 1)
         return max(HALF_FLOOR, moved)
 
     return measured

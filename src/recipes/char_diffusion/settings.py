@@ -18,10 +18,8 @@ from src.utils.setting import (
     whole,
 )
 
-SCORES = (
-    "window",
-    "characters",
-)  # what a judge's score reads: the window, or its filled characters
+# what a judge's score reads: the window, or its filled characters
+SCORES = ("window", "characters")
 GREEDY = "0: greedy"  # what a temperature of 0 means
 
 SETTINGS: dict[str, Setting | AnyOf] = {

@@ -10,7 +10,7 @@ import torch
 from src.model.fast import grouped_attention as ga
 from src.model.fast import half_rounding
 from src.model.fast.half_rounding import FLOAT32_FACTOR
-from src.model.fast.probe import forget_verdicts, standing
+from src.model.fast.probe import forget_verdicts, probe_forward, standing
 from src.model.precision import computing
 from tests.helpers.models import lora_lm, random_rollout
 from tests.helpers.small_gemma import small_gemma
@@ -188,7 +188,7 @@ def test_float64_rounding_measures_float32_against_the_same_weights_widened():
     """A float32 network lies a little from its float64 self, far within a thousandth of a
     nat on a small network; a float64 network not at all."""
     network = small_gemma()
-    forward, _, compared = ga.probe_forward(network)
+    forward, _, compared = probe_forward(network)
     moved = half_rounding.float64_rounding(network, {**forward, "use_cache": False}, compared)
     assert 0.0 < moved < 1e-4
     wide = small_gemma().double()
