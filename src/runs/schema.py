@@ -33,6 +33,7 @@ from src.utils.setting import (
     FLAG,
     OPTIONAL_TEXT,
     TEXT,
+    TEXTS,
     AnyOf,
     Setting,
     choice,
@@ -61,6 +62,10 @@ RUN_SETTINGS: dict[str, Setting | AnyOf] = {
     "epochs": number(0, above=True, nullable=True),
     "keep_freed_memory": FLAG,
     "task_name": TEXT,
+    "save_model": OPTIONAL_TEXT,
+    "optimized_metric": TEXT,
+    "settings_tables": TEXTS,
+    "before_grpo.*": Setting("config"),
     # the trainer
     "trainer.max_steps": whole(1, nullable=True),  # null: epochs sets the length
     "trainer.val_check_interval": whole(1, nullable=True),

@@ -22,7 +22,7 @@ from src.grpo.settings import AlgoSettings
 from src.model.causal_lm import check_model_folders
 from src.model.fast.probe import turned_off_names
 from src.policy.rewriter import NO_SFT_TARGET
-from src.runs.read_keys import check_added_keys, check_read_keys
+from src.runs.read_keys import check_added_keys, check_read_keys, interpolated_roots
 from src.runs.schema import MISSING, all_settings, check_schema, setting_of, value_at
 from src.utils.config import plain
 from src.utils.errors import ConfigError, MissingFileError
@@ -43,7 +43,13 @@ def check_settings(cfg: DictConfig) -> AlgoSettings:
     tables = all_settings(cfg)  # with the task's own
     check_schema(cfg, tables)
     check_read_keys(cfg)
-    check_added_keys(declared=lambda key: setting_of(key, tables) is not None)
+    check_added_keys(
+        declared=lambda key: (
+            setting_of(key, tables) is not None
+            or any(name.startswith(f"{key}.") for name in tables)
+        ),
+        interpolated=lambda key: key in interpolated_roots(cfg),  # read only for a ++ key
+    )
     settings = check_algo_settings(plain(cfg.get("algo")) or {})
     check_model_settings(plain(cfg.get("model")) or {})
     check_hardware(cfg, settings)

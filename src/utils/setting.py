@@ -23,7 +23,8 @@ class Setting:
     that may be blank, such as a line's end; `mask`, one character outside printable ASCII;
     `template`, a text that
     `str.format` can fill; `texts`, a list of non-empty texts; `numbers`, a non-empty list of
-    numbers each in the range; `names`, a mapping of names to names; `indices`, device indices
+    numbers each in the range; `names`, a mapping of names to names; `mapping`, a mapping of
+    names to mappings (settings by name); `indices`, device indices
     as a list or as text with commas; `config`, an object's config with `_target_`), an
     inclusive range (`low`, `high`; `above` makes `low`
     exclusive, `below` makes `high` exclusive), the `choices` (a tuple, or a registry whose
@@ -54,6 +55,7 @@ class Setting:
                 "mask": "one character outside printable ASCII (the text's alphabet)",
                 "texts": "a list of non-empty texts, such as [END] or ['\\n']",
                 "names": "a mapping of names to names, such as {mean_reward: reward}",
+                "mapping": "a mapping of names to settings, such as {question: {k: 1}}",
                 "numbers": "a non-empty list of numbers",
                 "template": "a text whose every { closes a {field} (a brace itself is {{ or }})",
                 "indices": "device indices (a list, or text such as 0,1)",
@@ -97,6 +99,10 @@ class Setting:
         if self.kind == "names":
             return isinstance(value, dict) and all(
                 isinstance(k, str) and isinstance(v, str) for k, v in value.items()
+            )
+        if self.kind == "mapping":
+            return isinstance(value, dict) and all(
+                isinstance(k, str) and isinstance(v, dict) for k, v in value.items()
             )
         if self.kind == "indices":
             if isinstance(value, list | tuple):

@@ -101,6 +101,18 @@ def test_malformed_data_file_names_file_and_line(tmp_path):
             "it: remove it (a task that takes rewriter_adapter sets it without the +)",
         ),
         ("+policy.foo=1", "error: policy.foo is not read by Generator, which policy builds"),
+        ("+trainer.foo=1", "error: trainer.foo is not read by Trainer, which trainer builds"),
+        (
+            "++reward.functions.accuracy.weight=2",
+            "error: reward.functions.accuracy.weight is not read by AnswerAccuracy, which "
+            "reward.functions.accuracy builds: remove it (its keys: answer_field)",
+        ),
+        (
+            "++room.samples=4",
+            "error: ++room.samples sets a key that nothing reads: room's settings are read by "
+            "name and samples is none of them; remove it (see conf/room/ for its keys)",
+        ),
+        ("++sed=3", "error: ++sed sets a key that no setting declares and no config reads"),
         (
             "rollout.stop_strings=END",
             "error: rollout.stop_strings must be a list of non-empty texts",
@@ -259,7 +271,34 @@ def test_a_key_added_under_a_section_read_by_name_must_be_a_setting():
         check_added_keys(["+eval.k=0"], declared)
     with pytest.raises(ConfigError, match=r"^\+sampling.lag adds a key that nothing reads"):
         check_added_keys(["+sampling.lag=2"], declared)
-    check_added_keys(["+room.k=4", "+eval.adapters.mine=/tmp", "++eval.output_dir=/tmp"], declared)
+    check_added_keys(["+room.k=4", "+eval.adapters.mine=/tmp"], declared)
+
+
+def test_a_forced_key_must_be_declared_or_interpolated():
+    """`++KEY=VALUE` adds the key or overrides it: under a section read by name it must be a
+    setting, and at the top it must be one a table declares or a config interpolates (a
+    task's `rewriter_adapter`, read as `${rewriter_adapter}`)."""
+    from src.runs.read_keys import check_added_keys
+
+    declared = {"seed", "eval.output_dir"}.__contains__
+    interpolated = {"rewriter_adapter"}.__contains__
+    check_added_keys(
+        ["++seed=3", "++eval.output_dir=/tmp", "++rewriter_adapter=/tmp", "++trainer.x=1"],
+        declared,
+        interpolated,
+    )
+    with pytest.raises(ConfigError, match=r"^\+\+eval.k sets a key that nothing reads"):
+        check_added_keys(["++eval.k=0"], declared, interpolated)
+    with pytest.raises(ConfigError, match=r"^\+\+sede sets a key that no setting declares"):
+        check_added_keys(["++sede=3"], declared, interpolated)
+
+
+def test_the_keys_a_config_interpolates_are_its_top_level_names(make_cfg):
+    from src.runs.read_keys import interpolated_roots
+
+    roots = interpolated_roots(make_cfg("task=medqa_searcher"))
+    assert {"rewriter_adapter", "trainer", "paths"} <= roots
+    assert "rewriter" not in roots and "seed_" not in roots
 
 
 def test_an_unknown_key_is_told_where_a_plus_would_be_read(monkeypatch):

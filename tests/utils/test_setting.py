@@ -55,3 +55,13 @@ def test_of_refuses_a_key_that_is_no_field_by_name():
 def test_texts_are_a_list_never_a_bare_text():
     assert TEXTS.accepts(["\n", "END"]) and TEXTS.accepts(None)
     assert not TEXTS.accepts("END") and not TEXTS.accepts([""])
+
+
+def test_a_mapping_of_settings_holds_a_mapping_under_each_name():
+    from src.utils.setting import Setting
+
+    mapping = Setting("mapping")
+    assert mapping.accepts({}) and mapping.accepts({"question": {"query_source": "question"}})
+    assert not mapping.accepts({"question": "question"})  # a name must map to settings
+    assert not mapping.accepts("question") and not mapping.accepts(None)
+    assert mapping.allowed() == "a mapping of names to settings, such as {question: {k: 1}}"
