@@ -16,13 +16,14 @@ from pathlib import Path
 from typing import Any
 
 import hydra
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 
 from src.data.files import jsonl_line
 from src.evaluation.greedy import GreedyScorer
 from src.evaluation.room import prompt_pass_at_1, room_closed, room_closed_margin
 from src.evaluation.sampled import RoomReading, sample_split
 from src.evaluation.scoring import score_head
+from src.evaluation.settings import EvalSettings, RoomSettings
 from src.model.network import PolicyNetwork
 from src.model.saved import saved_model_settings
 from src.policy.role import Role, SearchingRole
@@ -46,14 +47,13 @@ from src.utils.errors import ConfigError, MissingFileError
 log = logging.getLogger(__name__)
 
 
-def head_folders(eval_cfg: DictConfig, heads: list[str]) -> dict[str, Path | None]:
+def head_folders(settings: EvalSettings, heads: list[str]) -> dict[str, Path | None]:
     """Head name -> folder to load (None: the base model). A head named in
     `eval.policy_overrides` (and not in `eval.adapters`) is the base model. A head whose
     folder is missing is skipped with a warning where the folder is the default one (an
     interpolation, e.g. the pipeline's stage folder, not trained yet) and is an error where
     a path was given (`eval.adapters.grpo=RUN/model`): a head the user names must be scored."""
-    adapters = eval_cfg.get("adapters") or {}
-    overrides = eval_cfg.get("policy_overrides") or {}
+    adapters, overrides = settings.adapters, settings.policy_overrides
     chosen: dict[str, Path | None] = {}
     for head in heads:
         if head == "base" or (head in overrides and head not in adapters):
@@ -65,9 +65,9 @@ def head_folders(eval_cfg: DictConfig, heads: list[str]) -> dict[str, Path | Non
                 f"add eval.adapters.{head}=FOLDER (known: {sorted(adapters)}), or "
                 f"eval.policy_overrides.{head} for the base model with other policy settings"
             )
-        folder = Path(adapters[head])
+        folder = Path(str(adapters[head]))
         if not folder.is_dir():
-            if not OmegaConf.is_interpolation(adapters, head):
+            if head not in settings.default_adapters:
                 raise MissingFileError(
                     f"eval.adapters.{head}: no saved model at {folder}; {_saved_models(folder)}"
                 )
@@ -113,18 +113,19 @@ def evaluate(
     tags: dict[str, str] | None = None,
 ) -> dict[str, dict[str, float]]:
     """Score each head on the configured split; return {head: {metric: mean}}."""
-    eval_cfg = cfg.eval
     parts = build_run_parts(cfg)  # bad data fails here, before any model loads
     require_trained_stages(cfg)  # e.g. the char generator and judge: src.eval trains none
-    datamodule, loggers = parts.datamodule, parts.loggers
-    rows = datamodule.split_rows(eval_cfg.split)
-    rows = rows[: eval_cfg.max_rows] if eval_cfg.max_rows else rows
-    if eval_cfg.get("oracle"):  # a searcher's searches read the gold passage: reading alone
+    settings, datamodule, loggers = parts.evaluation, parts.datamodule, parts.loggers
+    rows = datamodule.split_rows(settings.split)
+    rows = rows[: settings.max_rows] if settings.max_rows else rows
+    if settings.oracle:  # a searcher's searches read the gold passage: reading alone
         rows = [{**row, "oracle": True} for row in rows]
-    heads = list(heads or eval_cfg.heads)
-    folders = head_folders(eval_cfg, heads)
-    extract = build(eval_cfg.extract) if eval_cfg.get("extract") else None
-    output_dir = Path(output_dir or eval_cfg.output_dir)
+    heads = list(heads or settings.heads)
+    folders = head_folders(settings, heads)
+    extract = settings.extractor()
+    if not (output_dir or settings.output_dir):
+        raise ConfigError("eval.output_dir is null: give eval.output_dir=FOLDER for the results")
+    output_dir = Path(output_dir or str(settings.output_dir))
     output_dir.mkdir(parents=True, exist_ok=True)
     results_path, summary_path = output_dir / "eval_results.jsonl", output_dir / "eval_summary.json"
     summaries: dict[str, dict[str, float]] = {}
@@ -140,18 +141,18 @@ def evaluate(
                 head,
                 folder or "base",
                 len(rows),
-                eval_cfg.split,
+                settings.split,
             )
             lm = load_head(cfg.model, folder)
-            overrides = (eval_cfg.get("policy_overrides") or {}).get(head) or {}
+            overrides = settings.policy_overrides.get(head) or {}
             role, sampler = head_role(cfg, parts, overrides)
             role.prepare(lm, rows)
             scorer = GreedyScorer(sampler, role, parts.reward)
             records, summaries[head] = score_head(
-                head, lm, scorer, rows, eval_cfg.batch_size, extract
+                head, lm, scorer, rows, settings.batch_size, extract
             )
-            if cfg.room.in_eval:  # k samples a row: pass@1, maj@k, pass@k
-                room, rates[head] = sampled_room(cfg, lm, scorer, rows, extract)
+            if parts.room.in_eval:  # k samples a row: pass@1, maj@k, pass@k
+                room, rates[head] = sampled_room(parts.room, lm, scorer, rows, extract)
                 summaries[head].update(room)
             del lm
             results.writelines(jsonl_line(record) for record in records)
@@ -181,7 +182,7 @@ SHOWN_ROOM = (  # sampled figures a summary keeps
 
 
 def sampled_room(
-    cfg: DictConfig,
+    settings: RoomSettings,
     lm: PolicyNetwork,
     scorer: GreedyScorer,
     rows: list[dict[str, Any]],
@@ -189,10 +190,10 @@ def sampled_room(
 ) -> tuple[dict[str, float], list[float]]:
     """`room.k` samples of each row (at most `room.eval_rows`) by the head: `room/<figure>`
     for the figures of SHOWN_ROOM it has (docs/room.md), and each row's pass@1."""
-    reading = RoomReading.of(scorer.reward, cfg.room.success, cfg.room.form, extract)
-    rows = rows[: cfg.room.eval_rows] if cfg.room.eval_rows else rows
+    reading = RoomReading.of(scorer.reward, settings.success, settings.form, extract)
+    rows = rows[: settings.eval_rows] if settings.eval_rows else rows
     parts = (scorer.sampler, scorer.role, scorer.reward)
-    split = sample_split(lm, parts, rows, cfg.room.k, cfg.room.batch_size, reading, cfg.room.seed)
+    split = sample_split(lm, parts, rows, settings.k, settings.batch_size, reading, settings.seed)
     figures = {f"room/{name}": split.figures[name] for name in SHOWN_ROOM if name in split.figures}
     return figures, prompt_pass_at_1(split.groups)
 
@@ -229,7 +230,7 @@ def log_head(loggers: list[Any], head: str, metrics: dict[str, float]) -> None:
 def head_role(cfg: DictConfig, parts: RunParts, overrides: dict[str, Any]) -> tuple[Role, Sampler]:
     """The role and sampler a head is scored with: the run's, or the policy with the head's
     `overrides`; on `eval.split=unseen`, searching that split's own textbook."""
-    if cfg.eval.split == "unseen":
+    if parts.evaluation.split == "unseen":
         return unseen_role(cfg, parts.datamodule, **overrides) if overrides else parts.unseen
     if not overrides:
         return parts.policy, parts.sampler

@@ -26,9 +26,8 @@ from src.data.files import jsonl_line
 from src.eval import evaluate
 from src.model.saved import saved_model_settings
 from src.runs.cli import run_cli
-from src.runs.parts import build_run_parts
+from src.runs.parts import build_run_parts, warm_started
 from src.runs.record import recorded_run
-from src.sft.warm_start import warm_start
 from src.tracking.sweep import sweep_job
 from src.train import train
 from src.utils.errors import ConfigError, MissingFileError
@@ -90,9 +89,7 @@ def sft(cfg: DictConfig) -> None:
     parts = build_run_parts(derived)
     report = parts.datamodule.report
     with recorded_run(parts.loggers, derived, stage_tags(cfg, "sft"), report):
-        folder = warm_start(
-            derived, parts.datamodule, parts.policy, parts.reward, parts.sampler, parts.loggers
-        )
+        folder = warm_started(derived, parts)
     target = Path(cfg.pipeline.dir) / "sft"
     shutil.rmtree(target, ignore_errors=True)
     shutil.copytree(folder, target)

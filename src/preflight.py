@@ -19,7 +19,6 @@ from typing import Any
 import hydra
 from omegaconf import DictConfig
 
-from src.data.datamodule import SPLITS
 from src.evaluation.room import verdict
 from src.evaluation.sampled import RoomReading, SampledSplit, sample_split
 from src.model.network import PolicyNetwork
@@ -27,13 +26,11 @@ from src.model.saved import saved_model_settings
 from src.pretraining.stages import run_stages
 from src.runs.cli import run_cli
 from src.runs.hooks import before_evaluation
-from src.runs.parts import RunParts, build_run_parts, log_figures, prepare_roles
+from src.runs.parts import RunParts, build_run_parts, log_figures, prepare_roles, warm_started
 from src.runs.record import log_artifacts, recorded_run
-from src.sft.warm_start import warm_start
 from src.tracking.run_logger import mlflow_loggers
 from src.tracking.sweep import sweep_job
 from src.utils.config import build
-from src.utils.errors import ConfigError
 
 log = logging.getLogger(__name__)
 SHOWN = 300  # characters of a prompt or completion shown in the report
@@ -43,18 +40,19 @@ def preflight(cfg: DictConfig) -> dict[str, dict[str, float]]:
     """Sample the starting policy on each split; print, log and return {split: figures}."""
     started = time.perf_counter()
     parts = build_run_parts(cfg)  # bad settings and data fail here, before any model loads
-    splits = chosen_splits(cfg, parts)
-    reading = RoomReading.of(parts.reward, cfg.room.success, cfg.room.form, extractor(cfg))
+    room = parts.room
+    splits = [s for s in room.splits if s != "unseen" or parts.datamodule.unseen_rows]
+    reading = RoomReading.of(parts.reward, room.success, room.form, parts.evaluation.extractor())
     results: dict[str, SampledSplit] = {}
     with recorded_run(parts.loggers, cfg, {"stage": "preflight"}, parts.datamodule.report):
         parts, lm = starting_policy(cfg, parts)
         for split in splits:
-            rows = parts.datamodule.split_rows(split)[: cfg.room.rows]
+            rows = parts.datamodule.split_rows(split)[: room.rows]
             unseen = split == "unseen" and parts.unseen is not None
             role, sampler = parts.unseen if unseen else (parts.policy, parts.sampler)
             results[split] = sample_split(
-                lm, (sampler, role, parts.reward), rows, cfg.room.k, cfg.room.batch_size,
-                reading, cfg.room.seed, label=f"pre-flight {split}",
+                lm, (sampler, role, parts.reward), rows, room.k, room.batch_size,
+                reading, room.seed, label=f"pre-flight {split}",
             )  # fmt: skip
         seconds = time.perf_counter() - started
         figures = {split: result.figures for split, result in results.items()}
@@ -64,28 +62,13 @@ def preflight(cfg: DictConfig) -> dict[str, dict[str, float]]:
     return figures
 
 
-def chosen_splits(cfg: DictConfig, parts: RunParts) -> list[str]:
-    """`room.splits` that this run has: unseen only where `data.unseen` is set."""
-    unknown = [split for split in cfg.room.splits if split not in SPLITS]
-    if unknown:
-        raise ConfigError(f"room.splits names {unknown}: choose among {', '.join(SPLITS)}")
-    return [s for s in cfg.room.splits if s != "unseen" or parts.datamodule.unseen_rows]
-
-
-def extractor(cfg: DictConfig) -> Any:
-    """`eval.extract`: how an answer is read out of an outcome (None: the outcome is it)."""
-    return build(cfg.eval.extract) if cfg.eval.get("extract") else None
-
-
 def starting_policy(cfg: DictConfig, parts: RunParts) -> tuple[RunParts, PolicyNetwork]:
     """The parts and policy GRPO would start from: after the cached SFT warm start (trained
     first where `sft.enabled` and not cached), the task's stages and its `before_grpo` steps as
     `src.eval` takes them (cached), the roles prepared."""
     started: dict[str, Any] = {}  # the model settings of the warm start (the config unchanged)
-    if cfg.sft.enabled:
-        folder = warm_start(
-            cfg, parts.datamodule, parts.policy, parts.reward, parts.sampler, parts.loggers
-        )
+    if parts.sft.enabled:
+        folder = warm_started(cfg, parts)
         started = saved_model_settings(folder)
     run_stages(cfg, parts.datamodule, parts.loggers)
     parts = before_evaluation(parts.before_grpo, cfg, parts)

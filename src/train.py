@@ -28,10 +28,10 @@ from src.runs.parts import (
     load_reference,
     log_figures,
     prepare_roles,
+    warm_started,
 )
 from src.runs.record import log_machine_choices, recorded_run
 from src.runs.resume import resume_point
-from src.sft.warm_start import warm_start
 from src.tracking.sweep import optimized_value, sweep_job
 from src.utils.config import build
 
@@ -47,8 +47,8 @@ def train(cfg: DictConfig, tags: dict[str, str] | None = None) -> dict[str, floa
     with recorded_run(loggers, cfg, tags, datamodule.report):
         log_method(loggers, cfg)  # the algo file's method keys, and any value that is not its
         started: dict[str, Any] = {}  # the model settings of the warm start (the config unchanged)
-        if cfg.sft.enabled and not cfg.get("dry_run"):
-            folder = warm_start(cfg, datamodule, parts.policy, parts.reward, parts.sampler, loggers)
+        if parts.sft.enabled and not cfg.get("dry_run"):
+            folder = warm_started(cfg, parts, loggers)
             started = saved_model_settings(folder)
         run_stages(cfg, datamodule, loggers)  # models trained before GRPO (a generator, a judge)
         parts = before_training(parts.before_grpo, cfg, parts)  # e.g. adversarial rounds

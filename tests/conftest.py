@@ -24,8 +24,7 @@ from omegaconf import DictConfig
 from src.model.causal_lm import CausalLM, load_causal_lm
 from src.model.fast.probe import forget_verdicts
 from src.model.tiny import build_tiny_llama
-from src.runs.parts import build_run_parts
-from src.sft.warm_start import warm_start
+from src.runs.parts import build_run_parts, warm_started
 from src.utils import per_machine
 from src.utils.compose import compose_train_config
 from tests.helpers.dense_reward import OVERRIDES as DENSE_REWARD
@@ -80,7 +79,7 @@ def warm_tiny(tmp_path_factory: pytest.TempPathFactory) -> list[str]:
         )
         GlobalHydra.instance().clear()
         parts = build_run_parts(cfg)  # seeded as `python -m src.train` seeds it
-        folder = warm_start(cfg, parts.datamodule, parts.policy, parts.reward, parts.sampler, [])
+        folder = warm_started(cfg, parts, [])
     return [f"model.name_or_path={folder}", "model.builder=null", "sft.enabled=false"]
 
 

@@ -19,7 +19,7 @@ UNSEEN_KEYS = ("path", "corpus", "kinds")  # what data.unseen may hold
 class DataSettings(Declared):
     """Each field is the `data.<field>` key of the same name; its comment in conf/data/*.yaml
     says what it does. `unseen` is `{path, corpus, kinds}` or empty (no unseen split). `num_batches`
-    and `rounds_per_step` follow the trainer's and algo's keys, which are checked there."""
+    and `rounds_per_step` follow `trainer.max_steps` and `algo.sampling_rounds`."""
 
     SECTION = "data"
     TABLE = SETTINGS

@@ -5,7 +5,7 @@ config against them."""
 from __future__ import annotations
 
 from src.data.datamodule import SPLITS
-from src.utils.setting import FLAG, OPTIONAL_TEXT, TEXT, TEXTS, AnyOf, Setting, choice, whole
+from src.utils.setting import FLAG, OPTIONAL_TEXT, TEXTS, AnyOf, Setting, choice, whole
 
 # key -> what it may hold; what each means is said beside it in its config
 SETTINGS: dict[str, Setting | AnyOf] = {
@@ -17,7 +17,7 @@ SETTINGS: dict[str, Setting | AnyOf] = {
     "eval.oracle": FLAG,
     "eval.adapters.*": OPTIONAL_TEXT,
     "eval.policy_overrides": Setting("mapping"),
-    "eval.output_dir": TEXT,
+    "eval.output_dir": OPTIONAL_TEXT,
     "eval.extract": Setting("config", nullable=True),
     # room to learn (conf/room/, src/evaluation/sampled.py)
     "room.k": whole(1),

@@ -1,6 +1,7 @@
 """The sampling settings every sampler takes (`rollout.*` in conf/rollout/): how long a completion
 may be and how each token is chosen. Built once from the config's keys and checked against their
-declaration (`src/rollout/keys.py`); the samplers read the fields."""
+declaration (`src/rollout/keys.py`; `max_completion_length`, which follows
+`algo.max_completion_length`, as that key is checked); the samplers read the fields."""
 
 from __future__ import annotations
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import lightning as L
@@ -14,6 +15,7 @@ from omegaconf import DictConfig
 from src.data.datamodule import PromptDataModule
 from src.data.learnability import SamplingSettings
 from src.evaluation.sampled import named
+from src.evaluation.settings import EvalSettings, RoomSettings
 from src.grpo.module import GRPOModule
 from src.grpo.settings import AlgoSettings
 from src.model.network import PolicyNetwork, Scorer
@@ -28,6 +30,8 @@ from src.runs.hooks import BeforeGrpo, before_grpo_steps
 from src.runs.length import settle_max_steps
 from src.runs.resume import ResumePoint
 from src.runs.settings import check_settings
+from src.sft.sft_settings import SftSettings
+from src.sft.warm_start import warm_start
 from src.utils.allocator import keep_freed_memory
 from src.utils.config import build, plain
 from src.utils.errors import ConfigError, UserError
@@ -47,6 +51,9 @@ class RunParts:
     loggers: list[Any]
     notes: list[str]  # what the run uses that a report should mention, e.g. untrained stages
     algo: AlgoSettings  # every `algo.*` setting, built and checked once
+    room: RoomSettings  # every `room.*` setting: the sampled room's
+    evaluation: EvalSettings  # every `eval.*` setting: src.eval's heads and split
+    sft: SftSettings  # every `sft.*` setting: the supervised warm start's
     optimizer: Callable[..., Any]  # `algo.optimizer`: takes the trained parameters
     scheduler: Callable[..., Any] | None  # `algo.scheduler`: takes the optimizer
     # the role (searching its own textbook) and sampler of `data.unseen`; None without one
@@ -61,6 +68,9 @@ def build_run_parts(cfg: DictConfig, resume: ResumePoint | None = None) -> RunPa
     reward, sampler and loggers; continuing from `resume`, the MLflow loggers reopen the
     checkpoint's run."""
     algo = check_settings(cfg)
+    room = RoomSettings.from_config(cfg.get("room"))
+    evaluation = EvalSettings.from_config(cfg.get("eval"))
+    sft = SftSettings.from_config(cfg.get("sft"))
     before_grpo = before_grpo_steps(cfg)  # each refuses its own settings, before anything loads
     check_stage_settings(cfg)  # every stage's settings, before the first one trains
     quiet_foreign_lines()
@@ -72,7 +82,7 @@ def build_run_parts(cfg: DictConfig, resume: ResumePoint | None = None) -> RunPa
     datamodule.prepare_rows()
     reward: CombinedReward = build(cfg.reward)
     datamodule.drop_rows_without(reward.required_fields())  # e.g. accuracy: a gold final answer
-    draw_training_prompts(cfg, datamodule, reward)  # sampling=learnability: by p(1-p)
+    draw_training_prompts(cfg, datamodule, reward, room)  # sampling=learnability: by p(1-p)
     settle_max_steps(cfg, datamodule, algo)  # epochs=N: steps from the number of training rows
     policy = build(cfg.policy, **checked_retriever(cfg))
     unseen = unseen_role(cfg, datamodule) if datamodule.unseen_rows else None
@@ -84,15 +94,32 @@ def build_run_parts(cfg: DictConfig, resume: ResumePoint | None = None) -> RunPa
         loggers=[build_logger(logger, resume) for logger in cfg.get("logger", {}).values()],
         notes=notes,
         algo=algo,
+        room=room,
+        evaluation=evaluation,
+        sft=sft,
         optimizer=build(cfg.algo.optimizer),
-        scheduler=build(cfg.algo.scheduler) if cfg.algo.get("scheduler") else None,
+        scheduler=build(cfg.algo.get("scheduler")),  # None: a constant learning rate
         unseen=unseen,
         before_grpo=before_grpo,
     )
 
 
+def warm_started(cfg: DictConfig, parts: RunParts, loggers: list[Any] | None = None) -> Path:
+    """The folder of the SFT warm start of this run's parts (trained first where not cached),
+    logged to `loggers` (default: the parts' own)."""
+    return warm_start(
+        cfg,
+        parts.sft,
+        parts.datamodule,
+        parts.policy,
+        parts.reward,
+        parts.sampler,
+        parts.loggers if loggers is None else loggers,
+    )
+
+
 def draw_training_prompts(
-    cfg: DictConfig, datamodule: PromptDataModule, reward: CombinedReward
+    cfg: DictConfig, datamodule: PromptDataModule, reward: CombinedReward, room: RoomSettings
 ) -> None:
     """With `sampling=learnability`, the datamodule draws training prompts by their success
     rates, read from the reward function `room.success` names; a reward without one is
@@ -100,7 +127,7 @@ def draw_training_prompts(
     settings = SamplingSettings.of(plain(cfg.get("sampling") or {}), "sampling")
     if settings.order != "learnability":
         return
-    success = named(reward, "room.success", cfg.room.success)
+    success = named(reward, "room.success", room.success)
     if success is None:
         raise ConfigError(
             "sampling=learnability draws prompts by their success rate, and room.success names "
@@ -119,8 +146,8 @@ def unseen_role(
     corpus = datamodule.settings.unseen_corpus
     if corpus is not None and not retrieves(cfg):
         raise ConfigError(
-            f"data.unseen.corpus={corpus} is set but policy={cfg.policy._target_} retrieves "
-            "nothing: set data.unseen.corpus=null"
+            f"data.unseen.corpus={corpus} is set but this run's policy retrieves nothing (it "
+            "has no retriever): set data.unseen.corpus=null"
         )
     try:
         retriever = checked_retriever(cfg, corpus)

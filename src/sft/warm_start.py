@@ -22,6 +22,7 @@ from src.policy.role import Role
 from src.reward.combine import CombinedReward
 from src.rollout.sampler import Sampler
 from src.sft.module import SFTModule
+from src.sft.sft_settings import SftSettings
 from src.tracking.run_logger import mlflow_loggers
 from src.utils.config import build
 from src.utils.folders import published_folder
@@ -48,20 +49,21 @@ def cache_key(cfg: DictConfig) -> str:
 
 def warm_start(
     cfg: DictConfig,
+    sft: SftSettings,
     datamodule: PromptDataModule,
     policy: Role,
     reward: CombinedReward,
     sampler: Sampler,
     loggers: list[Any],
 ) -> Path:
-    """Return the folder of the warm-started model, training it first if it is not cached."""
-    folder = Path(cfg.sft.cache_dir) / f"{cfg.task_name}-{cache_key(cfg)}"
+    """Return the folder of the warm-started model, training it first if it is not cached;
+    `sft` holds the settings of `cfg.sft`, built once with the run's parts."""
+    folder = Path(sft.cache_dir) / f"{cfg.task_name}-{cache_key(cfg)}"
     for logger in mlflow_loggers(loggers):
         logger.experiment.set_tag(logger.run_id, "warm_start", str(folder))
     if (folder / DONE).exists():
         log.info("SFT warm start: reusing %s", folder)
         return folder
-    sft = cfg.sft
     datamodule.prepare_rows()
     check_rows = datamodule.train_rows[: sft.check_size]
     train_rows = datamodule.train_rows[sft.check_size :]

@@ -13,6 +13,7 @@ from hydra.utils import instantiate
 from src.data.files import DataFileError
 from src.data.hub import SAMPLES_DIR
 from src.eval import evaluate, head_folders
+from src.evaluation.settings import EvalSettings
 from src.model.causal_lm import load_causal_lm
 from src.pipeline import run_pipeline
 from src.train import train
@@ -130,9 +131,9 @@ def test_one_based_file_and_dropped_rows_are_recorded(make_cfg, tmp_path):
 def test_eval_needs_a_head_to_score(make_cfg):
     cfg = make_cfg("task=medmcqa", *SMALL)
     with pytest.raises(FileNotFoundError, match="none of the heads"):
-        head_folders(cfg.eval, ["sft", "grpo"])
+        head_folders(EvalSettings.from_config(cfg.eval), ["sft", "grpo"])
     with pytest.raises(ConfigError, match="eval.adapters.mine=FOLDER"):
-        head_folders(cfg.eval, ["base", "mine"])
+        head_folders(EvalSettings.from_config(cfg.eval), ["base", "mine"])
 
 
 def test_a_head_given_a_folder_that_does_not_exist_is_an_error(make_cfg, tmp_path):
@@ -142,11 +143,15 @@ def test_a_head_given_a_folder_that_does_not_exist_is_an_error(make_cfg, tmp_pat
     wrong = tmp_path / "runs" / "one" / "modle"
     cfg = make_cfg("task=medmcqa", *SMALL, f"eval.adapters.grpo={wrong}")
     with pytest.raises(FileNotFoundError, match=r"eval.adapters.grpo: no saved model at .*modle"):
-        head_folders(cfg.eval, ["base", "grpo"])
+        head_folders(EvalSettings.from_config(cfg.eval), ["base", "grpo"])
     with pytest.raises(FileNotFoundError, match=f"saved models in .*: {saved}"):
-        head_folders(cfg.eval, ["base", "grpo"])
+        head_folders(EvalSettings.from_config(cfg.eval), ["base", "grpo"])
     # the default folders, stages not trained yet, are skipped with a warning
-    assert list(head_folders(make_cfg("task=medmcqa", *SMALL).eval, ["base", "sft"])) == ["base"]
+    assert list(
+        head_folders(
+            EvalSettings.from_config(make_cfg("task=medmcqa", *SMALL).eval), ["base", "sft"]
+        )
+    ) == ["base"]
 
 
 def test_a_stage_without_prep_says_what_to_run(make_cfg):

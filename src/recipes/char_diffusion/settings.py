@@ -45,6 +45,8 @@ SETTINGS: dict[str, Setting | AnyOf] = {
     "model.dropout": number(0, 1),
     # the generator's pretraining and the judge's training (the stages)
     "stages.generator.train.max_steps": whole(1),
+    "stages.generator.train.optimizer.lr": number(0, above=True),
+    "stages.generator.train.optimizer.weight_decay": number(0),
     "stages.generator.train.batch_size": whole(1),
     "stages.generator.train.dropout": number(0, 1),
     "stages.generator.train.warmup_steps": whole(0),
@@ -52,6 +54,8 @@ SETTINGS: dict[str, Setting | AnyOf] = {
     "stages.generator.train.early_step": whole(0),
     "stages.judge.train.max_swaps": whole(1),
     "stages.judge.train.max_steps": whole(1),
+    "stages.judge.train.optimizer.lr": number(0, above=True),
+    "stages.judge.train.optimizer.weight_decay": number(0),
     "stages.judge.train.batch_size": whole(1),
     "stages.judge.train.warmup_steps": whole(0),
     "stages.judge.train.eval_every_n_steps": whole(1),
