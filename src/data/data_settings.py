@@ -1,6 +1,7 @@
 """The data's settings (`data.*` in conf/data/): which rows are read, how many are held out and
 how they are batched. Built once from the config's keys and checked against their declaration
-(`src/data/keys.py`); the datamodule reads the fields."""
+(`src/data/keys.py`; `num_batches` and `rounds_per_step`, which follow trainer.max_steps and
+algo.sampling_rounds, as those keys are checked); the datamodule reads the fields."""
 
 from __future__ import annotations
 
@@ -19,7 +20,8 @@ UNSEEN_KEYS = ("path", "corpus", "kinds")  # what data.unseen may hold
 class DataSettings(Declared):
     """Each field is the `data.<field>` key of the same name; its comment in conf/data/*.yaml
     says what it does. `unseen` is `{path, corpus, kinds}` or empty (no unseen split). `num_batches`
-    and `rounds_per_step` follow `trainer.max_steps` and `algo.sampling_rounds`."""
+    and `rounds_per_step` follow `trainer.max_steps` and `algo.sampling_rounds`, which are
+    checked under their own names."""
 
     SECTION = "data"
     TABLE = SETTINGS

@@ -20,8 +20,6 @@ SETTINGS: dict[str, Setting | AnyOf] = {
     "data.unseen.kinds": TEXTS,
     "data.max_val_rows": whole(1, nullable=True),
     "data.batch_size": whole(1),
-    "data.num_batches": whole(1, nullable=True),  # follows trainer.max_steps (null: from epochs)
-    "data.rounds_per_step": whole(1),  # follows algo.sampling_rounds
     "data.eval_batch_size": whole(1),
     "data.seed": whole(),
     "data.oracle_share": number(0, 1),
