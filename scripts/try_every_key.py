@@ -70,13 +70,14 @@ def task_config(task: str, folder: Path) -> DictConfig:
     )
 
 
-def trials(cfg: DictConfig) -> dict[str, Counter[str]]:
-    """key -> how many of `BAD_VALUES` were accepted and refused."""
+def trials(cfg: DictConfig, keys: list[str] | None = None) -> dict[str, Counter[str]]:
+    """key -> how many of `BAD_VALUES` were accepted and refused, for each of `keys` (default:
+    every leaf of `cfg`)."""
     raw = OmegaConf.to_container(cfg, resolve=False)
     walked = OmegaConf.create(raw)  # each key is set back after its values
     return {
         key: Counter(trial(walked, key, value, raw_value(raw, key)) for value in BAD_VALUES)
-        for key in leaves(cfg)
+        for key in (leaves(cfg) if keys is None else keys)
     }
 
 
