@@ -41,6 +41,7 @@ TINY = [
     "trainer.enable_model_summary=false",
     "data.batch_size=2",
     "data.val_size=8",
+    "data.max_val_rows=8",  # the unseen split's rows too, where a task has one
     "data.eval_batch_size=8",
     "algo.group_size=4",
     "algo.max_completion_length=4",
