@@ -49,7 +49,7 @@ def check_read_keys(cfg: DictConfig, sections: tuple[str, ...] = BUILT) -> None:
     for section, node in built_sections(cfg, sections):
         if not OmegaConf.is_dict(node) or "_target_" not in node:
             continue
-        parameters = target_parameters(str(node["_target_"]))
+        parameters = target_parameters(importable(section, str(node["_target_"])))
         if parameters is None:
             continue
         unread = sorted(
@@ -78,6 +78,20 @@ def built_sections(cfg: DictConfig, sections: tuple[str, ...]) -> list[tuple[str
                 for key in (f"{section[:-2]}.{name}" for name in parent)
             ]
     return found
+
+
+def importable(section: str, target: str) -> str:
+    """`target`, where it names something Python can import; else `ConfigError` naming the
+    section (a misspelt `_target_` would otherwise fail only when the part is built, after the
+    data and models had loaded)."""
+    try:
+        get_object(target)
+    except Exception as error:  # ImportError, AttributeError, ValueError: Hydra's words vary
+        raise ConfigError(
+            f"{section}._target_={target} cannot be imported ({type(error).__name__}): name a "
+            "class or function by its module path, e.g. src.rollout.hf.HFSampler"
+        ) from None
+    return target
 
 
 @runtime_checkable

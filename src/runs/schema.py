@@ -53,6 +53,23 @@ STRATEGY = AnyOf(
     "strategy config with _target_",
 )
 
+# Lightning's precision names (its Trainer's `precision`, as its documentation lists them)
+PRECISIONS = ("32-true", "bf16-true", "bf16-mixed", "16-true", "16-mixed", "64-true")
+PRECISION = AnyOf(
+    (
+        choice(
+            *PRECISIONS,
+            "transformer-engine",
+            "transformer-engine-float16",
+            "32",
+            "16",
+            "64",
+            "bf16",
+        ),
+        choice(32, 16, 64),
+    ),
+    words=f"one of Lightning's precisions: {', '.join(PRECISIONS)}, transformer-engine (or 32, 16, 64, bf16)",
+)
 # key -> what it may hold; the meaning of each is in its config's comment
 RUN_SETTINGS: dict[str, Setting | AnyOf] = {
     # the run
@@ -75,7 +92,7 @@ RUN_SETTINGS: dict[str, Setting | AnyOf] = {
     "trainer.accelerator": choice("cpu", "gpu", "cuda", "auto"),
     "trainer.devices": DEVICES,
     "trainer.strategy": STRATEGY,
-    "trainer.precision": TEXT,
+    "trainer.precision": PRECISION,
     "trainer.deterministic": FLAG,
     "trainer.enable_model_summary": FLAG,
     "trainer.use_distributed_sampler": FLAG,

@@ -114,6 +114,14 @@ def test_malformed_data_file_names_file_and_line(tmp_path):
         ),
         ("++sed=3", "error: ++sed sets a key that no setting declares and no config reads"),
         (
+            "trainer.precision=bf16-mixedd",
+            "error: trainer.precision must be one of Lightning's precisions: 32-true, bf16-true",
+        ),
+        (
+            "+callbacks.mine._target_=my.Callback",
+            "error: callbacks.mine._target_=my.Callback cannot be imported (ImportError)",
+        ),
+        (
             "rollout.stop_strings=END",
             "error: rollout.stop_strings must be a list of non-empty texts",
         ),
