@@ -30,4 +30,14 @@ SETTINGS: dict[str, Setting | AnyOf] = {
     "room.in_eval": FLAG,
     "room.eval_rows": whole(1, nullable=True),
     "room.seed": whole(),
+    # the training run's sampled room (conf/callbacks/default.yaml: `room`), which reads the
+    # keys above; declared after them, so a wrong room.* value is named as such
+    "callbacks.room.enabled": FLAG,
+    "callbacks.room.k": whole(1),
+    "callbacks.room.success": OPTIONAL_TEXT,
+    "callbacks.room.form": OPTIONAL_TEXT,
+    "callbacks.room.extract": Setting("config", nullable=True),
+    "callbacks.room.max_rows": whole(1, nullable=True),
+    "callbacks.room.batch_size": whole(1),
+    "callbacks.room.seed": whole(),
 }

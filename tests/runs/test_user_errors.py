@@ -117,6 +117,7 @@ def test_malformed_data_file_names_file_and_line(tmp_path):
             "trainer.precision=bf16-mixedd",
             "error: trainer.precision must be one of Lightning's precisions: 32-true, bf16-true",
         ),
+        ("callbacks.room.k=abc", "error: callbacks.room.k must be a whole number >= 1, got 'abc'"),
         (
             "+callbacks.mine._target_=my.Callback",
             "error: callbacks.mine._target_=my.Callback cannot be imported (ImportError)",
