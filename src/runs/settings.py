@@ -22,7 +22,12 @@ from src.grpo.settings import AlgoSettings
 from src.model.causal_lm import check_model_folders
 from src.model.fast.probe import turned_off_names
 from src.policy.rewriter import NO_SFT_TARGET
-from src.runs.read_keys import check_added_keys, check_read_keys, interpolated_roots
+from src.runs.read_keys import (
+    check_added_keys,
+    check_read_keys,
+    interpolated_roots,
+    target_parameters,
+)
 from src.runs.schema import MISSING, all_settings, check_schema, setting_of, value_at
 from src.utils.config import plain
 from src.utils.errors import ConfigError, MissingFileError
@@ -54,6 +59,7 @@ def check_settings(cfg: DictConfig) -> AlgoSettings:
     check_model_settings(plain(cfg.get("model")) or {})
     check_hardware(cfg, settings)
     check_role_settings(cfg)
+    check_policy_overrides(cfg, tables)
     check_trainer_settings(cfg, settings)
     check_output_folders(cfg)
     return settings
@@ -297,6 +303,26 @@ def check_role_settings(cfg: DictConfig) -> None:
         )
     if (cfg.get("sft") or {}).get("enabled") and not str(policy.get("sft_target") or "").strip():
         raise ConfigError(NO_SFT_TARGET)
+
+
+def check_policy_overrides(cfg: DictConfig, tables: dict[str, Any]) -> None:
+    """`eval.policy_overrides.<head>.<key>`: the policy settings a head is scored with, each a
+    key the policy takes and held to `policy.<key>`'s declaration, as the policy's own are
+    (else a wrong one would fail only when src.eval builds that head, after the models load)."""
+    overrides = (plain(cfg.get("eval")) or {}).get("policy_overrides") or {}
+    target = str((cfg.get("policy") or {}).get("_target_", ""))
+    parameters = target_parameters(target) if target else None
+    for head, keys in overrides.items():
+        for key, value in (keys or {}).items():
+            named = f"eval.policy_overrides.{head}.{key}"
+            if parameters is not None and key not in parameters:
+                raise ConfigError(
+                    f"{named}: {key} is not a setting of the policy "
+                    f"({target.rsplit('.', 1)[-1]}); its settings: {', '.join(sorted(parameters))}"
+                )
+            setting = setting_of(f"policy.{key}", tables)
+            if setting is not None and not setting.accepts(value):
+                raise ConfigError(f"{named} must be {setting.allowed()}, got {value!r}")
 
 
 def check_oracle_settings(cfg: DictConfig, target: str) -> None:

@@ -117,6 +117,15 @@ def test_malformed_data_file_names_file_and_line(tmp_path):
             "trainer.precision=bf16-mixedd",
             "error: trainer.precision must be one of Lightning's precisions: 32-true, bf16-true",
         ),
+        (
+            "task=medqa_searcher eval.policy_overrides.rag.max_searches=abc",
+            "error: eval.policy_overrides.rag.max_searches must be a whole number >= 0, got 'abc'",
+        ),
+        (
+            "task=medqa_searcher +eval.policy_overrides.rag.max_serches=1",
+            "error: eval.policy_overrides.rag.max_serches: max_serches is not a setting of the "
+            "policy (Searcher)",
+        ),
         ("callbacks.room.k=abc", "error: callbacks.room.k must be a whole number >= 1, got 'abc'"),
         (
             "+callbacks.mine._target_=my.Callback",
