@@ -26,6 +26,7 @@ from omegaconf.errors import ConfigAttributeError, ConfigKeyError
 from src.runs.read_keys import HANDED_ON, target_parameters
 from src.tracking.sweep import failed_jobs, forget_failed_jobs
 from src.utils.errors import UserError, unwrapped
+from src.utils.resolvers import PROJECT_ROOT
 
 FULL_ERROR = "HYDRA_FULL_ERROR"
 JOB_LINE = "Error executing job with overrides: "  # Hydra's line before a failed job's error
@@ -135,16 +136,27 @@ def one_line(text: str) -> str:
 
 def missing_option_message(error: MissingConfigException) -> str:
     """`model=gpt5`: what was not found and the options the group has, with the closest ones."""
-    first = str(error).strip().splitlines()[0]
-    if not error.options or not error.missing_cfg_file:
+    first = str(error).strip().splitlines()[0].removesuffix(".")
+    if not error.missing_cfg_file:
         return first
     group, _, name = error.missing_cfg_file.rpartition("/")
-    options = [str(option) for option in error.options]
-    close = difflib.get_close_matches(name, options, n=3)
-    hint = (
-        f"; did you mean {' or '.join(f'{group}={option}' for option in close)}?" if close else ""
-    )
+    # Hydra names the options of a single choice (`model=gpt5`), not of a list's entry
+    # (`hardware=[cpu,bf17]`): those are the group folder's files, suggested as list entries
+    entry = not error.options
+    options = [str(option) for option in error.options or group_options(group)]
+    if not options:
+        return first
+    close = [
+        option if entry else f"{group}={option}"
+        for option in difflib.get_close_matches(name, options, n=3)
+    ]
+    hint = f"; did you mean {' or '.join(close)}{' in the list' if entry else ''}?" if close else ""
     return f"{first}; available options in '{group}': {', '.join(options)}{hint}"
+
+
+def group_options(group: str) -> list[str]:
+    """The options of a config group: its folder's YAML files (none for an unknown group)."""
+    return sorted(path.stem for path in (PROJECT_ROOT / "conf" / group).glob("*.yaml"))
 
 
 def override_parse_message(error: OverrideParseException) -> str:
