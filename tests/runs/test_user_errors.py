@@ -131,6 +131,10 @@ def test_malformed_data_file_names_file_and_line(tmp_path):
             "error: In 'train': Could not load 'hardware/bf17'; available options in 'hardware': "
             "4bit, bf16, cpu, fsdp, gpu, grad_ckpt, lora, multi_gpu; did you mean bf16 in the list?",
         ),
+        (
+            "room.splits=[train,test]",
+            "error: room.splits names ['test']: choose among validation, train, unseen",
+        ),
         ("callbacks.room.k=abc", "error: callbacks.room.k must be a whole number >= 1, got 'abc'"),
         (
             "+callbacks.mine._target_=my.Callback",
