@@ -309,7 +309,8 @@ def check_policy_overrides(cfg: DictConfig, tables: dict[str, Any]) -> None:
     """`eval.policy_overrides.<head>.<key>`: the policy settings a head is scored with, each a
     key the policy takes and held to `policy.<key>`'s declaration, as the policy's own are
     (else a wrong one would fail only when src.eval builds that head, after the models load)."""
-    overrides = (plain(cfg.get("eval")) or {}).get("policy_overrides") or {}
+    overrides = value_at(cfg, "eval.policy_overrides")
+    overrides = overrides if isinstance(overrides, dict) else {}  # MISSING or null: none
     target = str((cfg.get("policy") or {}).get("_target_", ""))
     parameters = target_parameters(target) if target else None
     for head, keys in overrides.items():
