@@ -22,7 +22,7 @@ SECTIONS = {
 }  # fmt: skip
 # calls a section is handed to whole: built into its part, made plain for a settings object,
 # written out for a hash or a record
-WHOLE = {"build", "plain", "to_container", "from_config", "of", "instantiate"}
+WHOLE = {"build", "plain", "to_container", "from_config", "of", "of_section", "instantiate"}
 # the settings check itself reads the raw config, once, before anything is built
 CHECKS = {"runs/settings.py", "runs/schema.py", "runs/read_keys.py", "runs/sweep_check.py"}
 

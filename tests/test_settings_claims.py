@@ -16,7 +16,7 @@ from dataclasses import fields
 import pytest
 
 import src
-from src.runs.schema import setting_of
+from src.runs.schema import declared, setting_of
 from src.utils.resolvers import PROJECT_ROOT
 from src.utils.setting import Declared
 
@@ -60,8 +60,7 @@ def test_every_field_is_a_declared_key(cls):
         f.name
         for f in fields(cls)
         if (cls.__name__, f.name) not in {**NOT_KEYS, **ELSEWHERE}
-        and setting_of(f"{cls.SECTION}.{f.name}", dict(cls.TABLE)) is None
-        and not any(key.startswith(f"{cls.SECTION}.{f.name}.") for key in cls.TABLE)
+        and not declared(f"{cls.SECTION}.{f.name}", dict(cls.TABLE))
     ]
     assert unchecked == [], f"{cls.__name__}: fields no table declares: {unchecked}"
 
@@ -88,9 +87,9 @@ def test_the_module_says_where_its_settings_are_declared_and_built_and_it_holds(
     built = BUILT_BY.search(text)
     if built:
         builder = (PROJECT_ROOT / "src" / built.group(1)).read_text()
-        assert f"{cls.__name__}.from_config(" in builder or f"{cls.__name__}.of(" in builder, (
-            f"{cls.__module__} says {built.group(1)} builds {cls.__name__}; it does not"
-        )
+        assert any(
+            f"{cls.__name__}.{way}(" in builder for way in ("of_section", "of", "from_config")
+        ), f"{cls.__module__} says {built.group(1)} builds {cls.__name__}; it does not"
 
 
 def test_a_false_claim_is_caught(monkeypatch):

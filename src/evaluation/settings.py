@@ -12,7 +12,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from src.data.datamodule import SPLITS
 from src.evaluation.keys import SETTINGS
-from src.utils.config import build, plain
+from src.utils.config import build
 from src.utils.errors import ConfigError
 from src.utils.setting import Declared
 
@@ -39,13 +39,13 @@ class EvalSettings(Declared):
     default_adapters: tuple[str, ...] = ()
 
     @classmethod
-    def from_config(cls, node: DictConfig | None) -> EvalSettings:
-        """The settings of the config's `eval` section (None: the defaults)."""
-        if node is None:
-            return cls()
-        adapters = node.get("adapters") or {}
+    def of_section(cls, node: DictConfig | None, part: str = "src.eval") -> EvalSettings:
+        """The settings of the config's `eval` section, with the heads whose folder is an
+        interpolation (None: the defaults)."""
+        settings = super().of_section(node, part)
+        adapters = {} if node is None else node.get("adapters") or {}
         defaults = tuple(h for h in adapters if OmegaConf.is_interpolation(adapters, h))
-        return replace(cls.of(plain(node), "src.eval"), default_adapters=defaults)
+        return replace(settings, default_adapters=defaults)
 
     def __post_init__(self) -> None:
         super().__post_init__()  # a bare text for heads is refused here, not split
@@ -77,11 +77,6 @@ class RoomSettings(Declared):
     in_eval: bool = True
     eval_rows: int | None = 64
     seed: int = 0
-
-    @classmethod
-    def from_config(cls, node: DictConfig | None) -> RoomSettings:
-        """The settings of the config's `room` section (None: the defaults)."""
-        return cls() if node is None else cls.of(plain(node), "the sampled room")
 
     def __post_init__(self) -> None:
         super().__post_init__()

@@ -68,9 +68,9 @@ def build_run_parts(cfg: DictConfig, resume: ResumePoint | None = None) -> RunPa
     reward, sampler and loggers; continuing from `resume`, the MLflow loggers reopen the
     checkpoint's run."""
     algo = check_settings(cfg)
-    room = RoomSettings.from_config(cfg.get("room"))
-    evaluation = EvalSettings.from_config(cfg.get("eval"))
-    sft = SftSettings.from_config(cfg.get("sft"))
+    room = RoomSettings.of_section(cfg.get("room"), "the sampled room")
+    evaluation = EvalSettings.of_section(cfg.get("eval"))
+    sft = SftSettings.of_section(cfg.get("sft"), "the SFT warm start")
     before_grpo = before_grpo_steps(cfg)  # each refuses its own settings, before anything loads
     check_stage_settings(cfg)  # every stage's settings, before the first one trains
     quiet_foreign_lines()

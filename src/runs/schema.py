@@ -175,6 +175,14 @@ def keys_matching(cfg: DictConfig, pattern: str) -> list[str]:
     ]
 
 
+def declared(key: str, settings: dict[str, Setting | AnyOf]) -> bool:
+    """Whether `settings` declares `key`, or keys under it (a section such as
+    `sft.optimizer`, whose `lr` and `weight_decay` are declared)."""
+    return setting_of(key, settings) is not None or any(
+        name.startswith(f"{key}.") for name in settings
+    )
+
+
 def setting_of(
     key: str, settings: dict[str, Setting | AnyOf] | None = None
 ) -> Setting | AnyOf | None:

@@ -28,7 +28,14 @@ from src.runs.read_keys import (
     interpolated_roots,
     target_parameters,
 )
-from src.runs.schema import MISSING, all_settings, check_schema, setting_of, value_at
+from src.runs.schema import (
+    MISSING,
+    all_settings,
+    check_schema,
+    declared,
+    setting_of,
+    value_at,
+)
 from src.utils.config import plain
 from src.utils.errors import ConfigError, MissingFileError
 from src.utils.folders import check_writable
@@ -49,10 +56,7 @@ def check_settings(cfg: DictConfig) -> AlgoSettings:
     check_schema(cfg, tables)
     check_read_keys(cfg)
     check_added_keys(
-        declared=lambda key: (
-            setting_of(key, tables) is not None
-            or any(name.startswith(f"{key}.") for name in tables)
-        ),
+        declared=lambda key: declared(key, tables),
         interpolated=lambda key: key in interpolated_roots(cfg),  # read only for a ++ key
     )
     settings = check_algo_settings(plain(cfg.get("algo")) or {})

@@ -7,10 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from omegaconf import DictConfig
-
 from src.sft.keys import SETTINGS
-from src.utils.config import plain
 from src.utils.setting import Declared
 
 
@@ -32,8 +29,3 @@ class SftSettings(Declared):
     check_every_n_steps: int = 10
     stop_at_reward: float | None = None
     optimizer: dict[str, Any] = field(default_factory=dict)
-
-    @classmethod
-    def from_config(cls, node: DictConfig | None) -> SftSettings:
-        """The settings of the config's `sft` section (None: the defaults)."""
-        return cls() if node is None else cls.of(plain(node), "the SFT warm start")

@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from dataclasses import MISSING, dataclass, fields
 from typing import Any, ClassVar, TypeVar
 
+from src.utils.config import plain
 from src.utils.errors import ConfigError
 
 INDEX_TEXT = re.compile(r"\s*\d+\s*(,\s*\d+\s*)*,?\s*")  # "0,1" or "0,": device indices
@@ -227,6 +228,12 @@ class Declared:
                 f"{', '.join(sorted(known))}"
             )
         return cls.taken_from(dict(keys))
+
+    @classmethod
+    def of_section(cls: type[D], node: Any, part: str) -> D:
+        """The settings of a config section (`cfg.get("room")`), resolved, as `of` takes them;
+        the defaults where the config has no such section."""
+        return cls() if node is None else cls.of(plain(node), part)
 
     @classmethod
     def more_keys(cls) -> set[str]:

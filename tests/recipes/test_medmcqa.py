@@ -131,9 +131,9 @@ def test_one_based_file_and_dropped_rows_are_recorded(make_cfg, tmp_path):
 def test_eval_needs_a_head_to_score(make_cfg):
     cfg = make_cfg("task=medmcqa", *SMALL)
     with pytest.raises(FileNotFoundError, match="none of the heads"):
-        head_folders(EvalSettings.from_config(cfg.eval), ["sft", "grpo"])
+        head_folders(EvalSettings.of_section(cfg.eval), ["sft", "grpo"])
     with pytest.raises(ConfigError, match="eval.adapters.mine=FOLDER"):
-        head_folders(EvalSettings.from_config(cfg.eval), ["base", "mine"])
+        head_folders(EvalSettings.of_section(cfg.eval), ["base", "mine"])
 
 
 def test_a_head_given_a_folder_that_does_not_exist_is_an_error(make_cfg, tmp_path):
@@ -143,13 +143,13 @@ def test_a_head_given_a_folder_that_does_not_exist_is_an_error(make_cfg, tmp_pat
     wrong = tmp_path / "runs" / "one" / "modle"
     cfg = make_cfg("task=medmcqa", *SMALL, f"eval.adapters.grpo={wrong}")
     with pytest.raises(FileNotFoundError, match=r"eval.adapters.grpo: no saved model at .*modle"):
-        head_folders(EvalSettings.from_config(cfg.eval), ["base", "grpo"])
+        head_folders(EvalSettings.of_section(cfg.eval), ["base", "grpo"])
     with pytest.raises(FileNotFoundError, match=f"saved models in .*: {saved}"):
-        head_folders(EvalSettings.from_config(cfg.eval), ["base", "grpo"])
+        head_folders(EvalSettings.of_section(cfg.eval), ["base", "grpo"])
     # the default folders, stages not trained yet, are skipped with a warning
     assert list(
         head_folders(
-            EvalSettings.from_config(make_cfg("task=medmcqa", *SMALL).eval), ["base", "sft"]
+            EvalSettings.of_section(make_cfg("task=medmcqa", *SMALL).eval), ["base", "sft"]
         )
     ) == ["base"]
 
