@@ -20,13 +20,12 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from hydra.utils import get_object
 from omegaconf import DictConfig, OmegaConf
 
 from src.data.datamodule import PromptDataModule
 from src.model.saved import holds, saved_kind
 from src.tracking.run_logger import mlflow_loggers
-from src.utils.config import build, plain
+from src.utils.config import build, named_object, plain
 from src.utils.errors import ConfigError, MissingFileError
 from src.utils.folders import published_folder
 
@@ -45,13 +44,11 @@ def check_stage_settings(cfg: DictConfig) -> None:
         check = stage.get("settings_check")
         if not check:
             continue
-        try:
-            function = get_object(str(check))
-        except (ImportError, AttributeError, ValueError) as error:
-            raise ConfigError(
-                f"stages.{name}.settings_check: cannot import {check} ({error}); name the "
-                "function that checks the stage's settings, or null"
-            ) from None
+        function = named_object(
+            str(check),
+            f"stages.{name}.settings_check",
+            "name the function that checks the stage's settings, or null",
+        )
         train = plain(stage.get("train")) or {}
         function({key: value for key, value in train.items() if not key.startswith("_")}, cfg)
 

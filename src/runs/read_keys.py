@@ -17,6 +17,7 @@ from hydra.utils import get_object
 from omegaconf import DictConfig, OmegaConf
 
 from src.runs.schema import INTERPOLATION
+from src.utils.config import named_object
 from src.utils.errors import ConfigError
 from src.utils.resolvers import PROJECT_ROOT
 
@@ -84,13 +85,8 @@ def importable(section: str, target: str) -> str:
     """`target`, where it names something Python can import; else `ConfigError` naming the
     section (a misspelt `_target_` would otherwise fail only when the part is built, after the
     data and models had loaded)."""
-    try:
-        get_object(target)
-    except Exception as error:  # ImportError, AttributeError, ValueError: Hydra's words vary
-        raise ConfigError(
-            f"{section}._target_={target} cannot be imported ({type(error).__name__}): name a "
-            "class or function by its module path, e.g. src.rollout.hf.HFSampler"
-        ) from None
+    advice = "name a class or function by its module path, e.g. src.rollout.hf.HFSampler"
+    named_object(target, f"{section}._target_", advice)
     return target
 
 

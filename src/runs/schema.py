@@ -14,7 +14,6 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from hydra.utils import get_object
 from lightning.pytorch.strategies import StrategyRegistry
 from omegaconf import DictConfig, OmegaConf
 
@@ -28,6 +27,7 @@ from src.reward import keys as reward_keys
 from src.rollout import keys as rollout_keys
 from src.sft import keys as sft_keys
 from src.tracking import keys as tracking_keys
+from src.utils.config import named_object
 from src.utils.errors import ConfigError
 from src.utils.setting import (
     FLAG,
@@ -129,13 +129,7 @@ def all_settings(cfg: DictConfig) -> dict[str, Setting | AnyOf]:
     found = dict(SETTINGS)
     names = value_at(cfg, "settings_tables")
     for name in [] if names is MISSING or names is None else names:
-        try:
-            table = get_object(str(name))
-        except (ImportError, AttributeError, ValueError) as error:
-            raise ConfigError(
-                f"settings_tables: cannot import {name} ({error}); name a dict of settings"
-            ) from None
-        found.update(table)
+        found.update(named_object(str(name), "settings_tables", "name a dict of settings"))
     return found
 
 

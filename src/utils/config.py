@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from hydra.utils import instantiate
+from hydra.utils import get_object, instantiate
 from omegaconf import OmegaConf
+
+from src.utils.errors import ConfigError
 
 
 def plain(node: Any) -> Any:
@@ -23,3 +25,16 @@ def build(node: Any, **kwargs: Any) -> Any:
     """`instantiate` whose arguments arrive as plain lists and dicts, so that a library never
     receives a ListConfig (peft writes its LoRA settings to JSON, which fails on one)."""
     return instantiate(node, _convert_="all", **kwargs)
+
+
+def named_object(name: str, key: str, advice: str) -> Any:
+    """The object a config names by its dotted path (`key`'s value: a `_target_`, a settings
+    table, a check); `ConfigError` naming the key, the path, why it cannot be imported and
+    `advice` where it cannot."""
+    try:
+        return get_object(name)
+    except (ImportError, AttributeError, ValueError) as error:
+        cause = error.__cause__ or error  # Hydra's error wraps the import's own in lines
+        raise ConfigError(
+            f"{key}: cannot import {name} ({type(cause).__name__}: {cause}); {advice}"
+        ) from None

@@ -138,7 +138,8 @@ def test_malformed_data_file_names_file_and_line(tmp_path):
         ("callbacks.room.k=abc", "error: callbacks.room.k must be a whole number >= 1, got 'abc'"),
         (
             "+callbacks.mine._target_=my.Callback",
-            "error: callbacks.mine._target_=my.Callback cannot be imported (ImportError)",
+            "error: callbacks.mine._target_: cannot import my.Callback (ModuleNotFoundError: No "
+            "module named 'my'); name a class or function by its module path",
         ),
         (
             "rollout.stop_strings=END",
