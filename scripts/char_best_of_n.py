@@ -32,7 +32,8 @@ sys.path.insert(0, str(ROOT))
 from src.evaluation.greedy import GreedyScorer  # noqa: E402
 from src.model.network import PolicyNetwork  # noqa: E402
 from src.policy.episode import run_episode  # noqa: E402
-from src.pretraining.stages import require_trained_stages, resolve_stage_checkpoints  # noqa: E402
+from src.pretraining.folders import stage_checkpoint  # noqa: E402
+from src.pretraining.stages import require_trained_stages  # noqa: E402
 from src.recipes.char_diffusion.infill import Infill  # noqa: E402
 from src.recipes.char_diffusion.network import load_char_diffusion  # noqa: E402
 from src.reward.combine import CombinedReward  # noqa: E402
@@ -103,15 +104,15 @@ def main() -> None:
     if args.n < 1 or args.windows < 1:
         parser.error("--n and --windows must be at least 1")
     cfg = compose_train_config(["task=char_diffusion", *args.overrides])
-    resolve_stage_checkpoints(cfg)
     require_trained_stages(cfg)
     torch.manual_seed(cfg.seed)
     data = build(cfg.data)
     data.prepare_rows()
     rows = data.val_rows
-    network = load_char_diffusion(str(cfg.generator_checkpoint), dropout=0.0).eval()
+    generator, judge = stage_checkpoint("generator", cfg), stage_checkpoint("judge", cfg)
+    network = load_char_diffusion(generator, dropout=0.0).eval()
     sampler, role, reward = build(cfg.rollout), Infill(cfg.data.mask_char), build(cfg.reward)
-    print(f"generator {cfg.generator_checkpoint}\njudge {cfg.judge_checkpoint}")
+    print(f"generator {generator}\njudge {judge}")
     print(f"{len(rows)} held-out windows, {args.n} fills each")
     scorer = GreedyScorer(sampler, role, reward)  # what GRPO logs as eval/* at step 0
     scorer.score(network, rows)

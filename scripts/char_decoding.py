@@ -23,15 +23,14 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from src.pretraining.stages import (  # noqa: E402
-    DONE,
-    require_trained_stages,
-    resolve_stage_checkpoints,
-)
+from src.pretraining.folders import DONE, stage_checkpoint  # noqa: E402
+from src.pretraining.stages import require_trained_stages  # noqa: E402
 from src.recipes.char_diffusion.infill import Infill  # noqa: E402
 from src.recipes.char_diffusion.judge_network import CharJudge, load_char_judge  # noqa: E402
 from src.recipes.char_diffusion.network import CharDiffusionNetwork, load_char_diffusion  # noqa: E402
 from src.recipes.char_diffusion.rounds import JUDGE, round_folders  # noqa: E402
+from src.runs.length import run_length  # noqa: E402
+from src.runs.settings import check_settings  # noqa: E402
 from src.utils.compose import compose_train_config  # noqa: E402
 from src.utils.config import build  # noqa: E402
 
@@ -112,17 +111,17 @@ def main() -> None:
     )
     args = parser.parse_args()
     cfg = compose_train_config(["task=char_diffusion", *args.overrides])
-    resolve_stage_checkpoints(cfg)
     require_trained_stages(cfg)
     data = build(cfg.data)
     data.prepare_rows()
     rows, mask = data.val_rows, cfg.data.mask_char
-    network = load_char_diffusion(str(cfg.generator_checkpoint), dropout=0.0).eval()
-    judges = {"judge": load_char_judge(str(cfg.judge_checkpoint))}
-    folders = round_folders(cfg)
+    generator = stage_checkpoint("generator", cfg)
+    network = load_char_diffusion(generator, dropout=0.0).eval()
+    judges = {"judge": load_char_judge(stage_checkpoint("judge", cfg))}
+    folders = round_folders(cfg, run_length(cfg, data, check_settings(cfg)))
     if folders and all((folder / DONE).exists() for folder in folders):  # as rounds_judge
         judges["last_round_judge"] = load_char_judge(str(folders[-1] / JUDGE))
-    print(f"generator {cfg.generator_checkpoint}, {len(rows)} held-out windows, order {args.order}")
+    print(f"generator {generator}, {len(rows)} held-out windows, order {args.order}")
     for steps in (int(s) for s in args.steps.split(",")):
         filled = decode(network, [r["masked"] for r in rows], mask, steps, args.order)
         results = scores(filled, rows, mask, judges)

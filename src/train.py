@@ -20,7 +20,6 @@ from src.pretraining.stages import run_stages
 from src.runs.cli import run_cli
 from src.runs.dry_run import dry_run
 from src.runs.hooks import before_training
-from src.runs.length import evaluation_interval
 from src.runs.method import log_method
 from src.runs.parts import (
     build_run_parts,
@@ -31,7 +30,7 @@ from src.runs.parts import (
     warm_started,
 )
 from src.runs.record import log_machine_choices, recorded_run
-from src.runs.resume import resume_point
+from src.runs.resume import resume_point, resumed_settings, run_callbacks
 from src.tracking.sweep import optimized_value, sweep_job
 from src.utils.config import build
 
@@ -44,7 +43,9 @@ def train(cfg: DictConfig, tags: dict[str, str] | None = None) -> dict[str, floa
     parts = build_run_parts(cfg, resume)  # bad data fails here, before any model loads
     datamodule, loggers = parts.datamodule, parts.loggers
     tags = {**(tags or {}), **({"dry_run": "true"} if cfg.get("dry_run") else {})}
-    with recorded_run(loggers, cfg, tags, datamodule.report):
+    # the steps epochs=N gave and a continuation's checkpoint folder, recorded as what ran
+    derived = {**parts.length.recorded(cfg), **resumed_settings(cfg, resume)}
+    with recorded_run(loggers, cfg, tags, datamodule.report, derived):
         log_method(loggers, cfg)  # the algo file's method keys, and any value that is not its
         started: dict[str, Any] = {}  # the model settings of the warm start (the config unchanged)
         if parts.sft.enabled and not cfg.get("dry_run"):
@@ -60,14 +61,10 @@ def train(cfg: DictConfig, tags: dict[str, str] | None = None) -> dict[str, floa
             return figures
         # algo.ref_model_path, or None: the initial policy is the KL reference
         module = grpo_module(parts, lm, reference=load_reference(cfg, parts.algo))
-        callbacks = [build(callback) for callback in cfg.get("callbacks", {}).values()]
+        callbacks = run_callbacks(cfg, resume)  # continuing: checkpoints beside the one given
+        # max_steps and val_check_interval (in rollouts, as Lightning counts) of the run's length
         trainer: L.Trainer = build(
-            cfg.trainer,
-            logger=loggers,
-            callbacks=callbacks,
-            val_check_interval=evaluation_interval(
-                cfg, parts.algo
-            ),  # in rollouts, as Lightning counts
+            cfg.trainer, logger=loggers, callbacks=callbacks, **parts.length.trainer_settings()
         )
 
         # Held-out evaluation at step 0, every val_check_interval steps, and at the last step.

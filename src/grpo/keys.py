@@ -73,4 +73,6 @@ SETTINGS: dict[str, Setting | AnyOf] = {
     "algo.optimizer.weight_decay": number(0),
     "algo.scheduler.name": TEXT,
     "algo.scheduler.num_warmup_steps": whole(0),
+    "algo.scheduler.warmup_ratio": number(0, 1, nullable=True),
+    "algo.scheduler.num_training_steps": whole(1, nullable=True, why="null: the run's steps"),
 }

@@ -1,51 +1,92 @@
-"""A run length given in passes over the data (`epochs=N`) turned into optimizer steps, once the
-training rows are known."""
+"""How long a run trains: `trainer.max_steps` as set, or a length given in passes over the data
+(`epochs=N`) turned into optimizer steps once the training rows are known. The length is the
+run's own object (`RunLength`), handed to the trainer, the schedule and the data module; the
+config keeps what the user gave."""
 
 from __future__ import annotations
 
 import logging
 import math
+from dataclasses import dataclass
+from typing import Any
 
-from omegaconf import DictConfig, open_dict
+from omegaconf import DictConfig, OmegaConf
 
 from src.data.datamodule import PromptDataModule
 from src.grpo.settings import AlgoSettings
+from src.utils.config import build
 
 log = logging.getLogger(__name__)
 
 
-def evaluation_interval(cfg: DictConfig, algo: AlgoSettings) -> int:
-    """`trainer.val_check_interval` (optimizer steps) in the unit Lightning counts it in:
-    training batches, each one rollout of `algo.num_iterations` optimizer steps. Null: the
-    whole run, so held-out evaluation runs at step 0 and at the end only."""
-    steps = cfg.trainer.val_check_interval
-    if steps is None:
-        steps = cfg.trainer.max_steps
-    return max(1, math.ceil(int(steps) / algo.num_iterations))
+@dataclass(frozen=True)
+class RunLength:
+    """The run's length in optimizer steps, in rollouts (training batches, each
+    `algo.num_iterations` updates) and its held-out evaluation interval in rollouts, the unit
+    Lightning counts `val_check_interval` in."""
+
+    max_steps: int
+    rollouts: int
+    evaluate_every: int
+
+    def trainer_settings(self) -> dict[str, int]:
+        """What the Lightning Trainer takes of the length, beside `cfg.trainer`."""
+        return {"max_steps": self.max_steps, "val_check_interval": self.evaluate_every}
+
+    def recorded(self, cfg: DictConfig) -> dict[str, int]:
+        """The keys the length fills where the config leaves them null (under `epochs=N`),
+        for the run's record."""
+        filled = {
+            "trainer.max_steps": self.max_steps,
+            "data.num_batches": self.rollouts,
+            "algo.scheduler.num_training_steps": self.max_steps,
+        }
+        return {
+            key: value
+            for key, value in filled.items()
+            if OmegaConf.select(cfg, key, default=0, throw_on_missing=False) is None
+        }
+
+    def schedule(self, algo: DictConfig) -> Any:
+        """`algo.scheduler` built (None: a constant learning rate), its horizon the run's
+        steps where its config leaves it null (as `${trainer.max_steps}` is under `epochs=N`)."""
+        scheduler = algo.get("scheduler")
+        if scheduler is None:
+            return None
+        if "num_training_steps" in scheduler and scheduler.num_training_steps is None:
+            return build(scheduler, num_training_steps=self.max_steps)
+        return build(scheduler)
 
 
-def settle_max_steps(cfg: DictConfig, datamodule: PromptDataModule, algo: AlgoSettings) -> int:
+def run_length(cfg: DictConfig, datamodule: PromptDataModule, algo: AlgoSettings) -> RunLength:
     """`trainer.max_steps` as set, or, when it is null, ceil(epochs x training rows /
-    data.batch_size) rollouts of `algo.num_iterations` updates each; written into the config
-    (which the scheduler horizon and evaluation interval follow) and the data module."""
+    data.batch_size) rollouts of `algo.num_iterations` updates each; the data module draws
+    that many batches. Evaluation every `trainer.val_check_interval` optimizer steps, at most
+    the run (null: the whole run, so at step 0 and at the end only)."""
     epochs = cfg.get("epochs")
-    steps = cfg.trainer.max_steps
+    trainer = cfg.trainer
+    steps = trainer.max_steps
     if steps is not None:
         if epochs:
             log.info("trainer.max_steps=%s is set: epochs=%s is not used", steps, epochs)
-        return int(steps)
-    rollouts = math.ceil(
-        float(epochs) * len(datamodule.train_rows) / datamodule.settings.batch_size
+        steps = int(steps)
+    else:
+        rollouts = math.ceil(
+            float(epochs) * len(datamodule.train_rows) / datamodule.settings.batch_size
+        )
+        steps = rollouts * algo.num_iterations
+        datamodule.num_batches = rollouts
+        log.info(
+            "Run length: %s epochs of %d training rows in batches of %d = %d steps",
+            epochs,
+            len(datamodule.train_rows),
+            datamodule.settings.batch_size,
+            steps,
+        )
+    every = trainer.val_check_interval
+    every = steps if every is None else min(int(every), steps)
+    return RunLength(
+        max_steps=steps,
+        rollouts=math.ceil(steps / algo.num_iterations),
+        evaluate_every=max(1, math.ceil(every / algo.num_iterations)),
     )
-    steps = rollouts * algo.num_iterations
-    with open_dict(cfg):
-        cfg.trainer.max_steps = steps
-    datamodule.num_batches = rollouts
-    log.info(
-        "Run length: %s epochs of %d training rows in batches of %d = %d steps",
-        epochs,
-        len(datamodule.train_rows),
-        datamodule.settings.batch_size,
-        steps,
-    )
-    return steps

@@ -21,13 +21,13 @@ from src.grpo.settings import AlgoSettings
 from src.model.network import PolicyNetwork, Scorer
 from src.model.saved import saved_model_settings
 from src.policy.role import Role, SearchingRole
-from src.pretraining.stages import check_stage_settings, resolve_stage_checkpoints
+from src.pretraining.stages import check_stage_settings, stage_notes
 from src.retrieval.retriever import Retriever
 from src.reward.combine import CombinedReward
 from src.rollout.multi_turn import MultiTurnSampler, TurnSampler
 from src.rollout.sampler import Sampler
 from src.runs.hooks import BeforeGrpo, before_grpo_steps
-from src.runs.length import settle_max_steps
+from src.runs.length import RunLength, run_length
 from src.runs.resume import ResumePoint
 from src.runs.settings import check_settings
 from src.sft.sft_settings import SftSettings
@@ -51,6 +51,7 @@ class RunParts:
     loggers: list[Any]
     notes: list[str]  # what the run uses that a report should mention, e.g. untrained stages
     algo: AlgoSettings  # every `algo.*` setting, built and checked once
+    length: RunLength  # the run's steps (trainer.max_steps, or what epochs=N gives)
     room: RoomSettings  # every `room.*` setting: the sampled room's
     evaluation: EvalSettings  # every `eval.*` setting: src.eval's heads and split
     sft: SftSettings  # every `sft.*` setting: the supervised warm start's
@@ -66,7 +67,8 @@ def build_run_parts(cfg: DictConfig, resume: ResumePoint | None = None) -> RunPa
     """Check the settings, set the allocator (`keep_freed_memory`), seed, load and check the
     data (bad settings and bad rows fail here, before any model loads), then build the role,
     reward, sampler and loggers; continuing from `resume`, the MLflow loggers reopen the
-    checkpoint's run."""
+    checkpoint's run. The config is only read: what the run derives (its length) is held in
+    its parts."""
     algo = check_settings(cfg)
     room = RoomSettings.of_section(cfg.get("room"), "the sampled room")
     evaluation = EvalSettings.of_section(cfg.get("eval"))
@@ -76,14 +78,14 @@ def build_run_parts(cfg: DictConfig, resume: ResumePoint | None = None) -> RunPa
     quiet_foreign_lines()
     if cfg.get("keep_freed_memory", True):
         keep_freed_memory()  # before any model or batch is allocated
-    notes = resolve_stage_checkpoints(cfg)  # e.g. generator_checkpoint: given, cached, or to train
+    notes = stage_notes(cfg)  # e.g. the generator's folder: given, cached, or to train
     L.seed_everything(cfg.seed, workers=True)
     datamodule = build(cfg.data)
     datamodule.prepare_rows()
     reward: CombinedReward = build(cfg.reward)
     datamodule.drop_rows_without(reward.required_fields())  # e.g. accuracy: a gold final answer
     draw_training_prompts(cfg, datamodule, reward, room)  # sampling=learnability: by p(1-p)
-    settle_max_steps(cfg, datamodule, algo)  # epochs=N: steps from the number of training rows
+    length = run_length(cfg, datamodule, algo)  # epochs=N: steps from the training rows
     policy = build(cfg.policy, **checked_retriever(cfg))
     unseen = unseen_role(cfg, datamodule) if datamodule.unseen_rows else None
     return RunParts(
@@ -94,11 +96,12 @@ def build_run_parts(cfg: DictConfig, resume: ResumePoint | None = None) -> RunPa
         loggers=[build_logger(logger, resume) for logger in cfg.get("logger", {}).values()],
         notes=notes,
         algo=algo,
+        length=length,
         room=room,
         evaluation=evaluation,
         sft=sft,
         optimizer=build(cfg.algo.optimizer),
-        scheduler=build(cfg.algo.get("scheduler")),  # None: a constant learning rate
+        scheduler=length.schedule(cfg.algo),  # None: a constant learning rate
         unseen=unseen,
         before_grpo=before_grpo,
     )

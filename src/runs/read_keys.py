@@ -182,9 +182,10 @@ def check_added_keys(
 
 
 def interpolated_roots(cfg: DictConfig) -> set[str]:
-    """The top-level keys any value of `cfg` interpolates (`${rewriter_adapter}` -> the key
-    `rewriter_adapter`; `${trainer.max_steps}` -> `trainer`), read unresolved."""
-    roots: set[str] = set()
+    """The top-level keys any value of `cfg` interpolates (`${trainer.max_steps}` -> `trainer`),
+    read unresolved, and those `${stage:NAME}` reads (the stages' `checkpoint_key`s, as a
+    task's `rewriter_adapter`)."""
+    roots = {str(stage.checkpoint_key) for stage in (cfg.get("stages") or {}).values()}
     stack = [OmegaConf.to_container(cfg, resolve=False)]
     while stack:
         node = stack.pop()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import copy
 import logging
 import re
 import subprocess
@@ -15,7 +16,7 @@ from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 
 from src.runs.preemption import Interrupted, Stopped, interrupted
-from src.runs.resume import LAST
+from src.runs.resume import CHECKPOINTS, LAST, checkpoint_folder
 from src.tracking.run_logger import MLflowRunLogger, mlflow_loggers, record_error
 from src.tracking.sweep import sweep_tags
 from src.utils.per_machine import choice_descriptions, unused_pins
@@ -44,6 +45,19 @@ def own_folders(resolved: dict[str, Any]) -> list[str]:
     if run_dir and dirpath and run_dir.startswith(dirpath + "/"):
         dirpath = None  # a folder holding the run folder holds other runs' too
     return [folder for folder in (run_dir, dirpath) if folder]
+
+
+def with_derived(resolved: dict[str, Any], derived: dict[str, Any]) -> dict[str, Any]:
+    """The resolved config with each dotted key of `derived` set to its value, so that the
+    record shows what ran; the config itself is not changed."""
+    record = copy.deepcopy(resolved)
+    for key, value in derived.items():
+        *parents, last = key.split(".")
+        node = record
+        for part in parents:
+            node = node.setdefault(part, {})
+        node[last] = value
+    return record
 
 
 def folder_name(value: Any) -> str | None:
@@ -108,11 +122,13 @@ def record_run(
     cfg: DictConfig,
     tags: dict[str, str] | None = None,
     data_report: dict[str, Any] | None = None,
+    derived: dict[str, Any] | None = None,
 ) -> None:
     """Log params, tags (the config values naming the run's folder, plus any `tags` given;
-    inside a multirun the sweep's), the resolved config and, when given, the data report (tag
-    `data_source`, params `data_report.*`, `data_report.json`) to every MLflow logger."""
-    resolved = OmegaConf.to_container(cfg, resolve=True)
+    inside a multirun the sweep's), the resolved config with what the run `derived` from it
+    and, when given, the data report (tag `data_source`, params `data_report.*`,
+    `data_report.json`) to every MLflow logger."""
+    resolved = with_derived(OmegaConf.to_container(cfg, resolve=True), derived or {})
     params, folder_tags = split_params(resolved)
     tags = {
         **folder_tags,
@@ -129,7 +145,7 @@ def record_run(
             logger.experiment.set_tag(logger.run_id, key, value)
         with tempfile.TemporaryDirectory() as folder:
             path = Path(folder) / "config.yaml"
-            path.write_text(OmegaConf.to_yaml(cfg, resolve=True))
+            path.write_text(OmegaConf.to_yaml(resolved))
             # A continued run keeps its first config.yaml; each continuation's goes beside it.
             resumes = logger.resumes if isinstance(logger, MLflowRunLogger) else 0
             folder_name = f"resumes/{resumes}" if resumes else None
@@ -144,16 +160,21 @@ def recorded_run(
     cfg: DictConfig,
     tags: dict[str, str] | None = None,
     data_report: dict[str, Any] | None = None,
+    derived: dict[str, Any] | None = None,
 ) -> Iterator[None]:
     """Open the run's record (params, tags, config, data report) and close it FINISHED, or
     FAILED with the error attached if the body raises, so that no run is left RUNNING and
     nothing logged before a failure is lost. A run stopped by a signal or Ctrl-C is KILLED
-    instead; a Ctrl-C outside GRPO training leaves as `Interrupted` (exit status 130)."""
+    instead; a Ctrl-C outside GRPO training leaves as `Interrupted` (exit status 130), naming
+    the newest checkpoint of the run's checkpoint folder. `derived`: what the run derived from
+    the config (dotted keys: the steps `epochs=N` gave, the folder a continuation writes its
+    checkpoints into), recorded in place of what the config says."""
     try:
-        record_run(loggers, cfg, tags, data_report)
+        record_run(loggers, cfg, tags, data_report, derived)
         yield
     except BaseException as error:
-        stop = interruption(error, cfg)
+        checkpoints = (derived or {}).get(CHECKPOINTS)
+        stop = interruption(error, cfg, Path(checkpoints) if checkpoints else None)
         recorded = stop or error
         for logger in mlflow_loggers(loggers):
             # Never hide the run's own error behind a logging one.
@@ -173,7 +194,9 @@ def recorded_run(
             logger.finalize("success")
 
 
-def interruption(error: BaseException, cfg: DictConfig) -> Interrupted | None:
+def interruption(
+    error: BaseException, cfg: DictConfig, checkpoints: Path | None = None
+) -> Interrupted | None:
     """An `Interrupted` for a Ctrl-C that stopped the run at once: a KeyboardInterrupt, or the
     exit status 1 Lightning turns one into (a warm start, an evaluation); None otherwise. Its
     message names the newest checkpoint of the run, if there is one."""
@@ -184,12 +207,10 @@ def interruption(error: BaseException, cfg: DictConfig) -> Interrupted | None:
     )
     if not (isinstance(error, KeyboardInterrupt) or from_lightning):
         return None
-    folder = OmegaConf.select(
-        cfg, "callbacks.checkpoint.dirpath", default=None, throw_on_resolution_failure=False
-    )
+    folder = checkpoints if checkpoints is not None else checkpoint_folder(cfg, None)
     stop = interrupted(
         "Ctrl-C (SIGINT): stopped at once",
-        Path(str(folder)) / LAST if folder else None,
+        folder / LAST if folder else None,
         "the run has no checkpoint to continue from",
     )
     stop.__cause__ = error  # error.txt keeps the traceback of where the run was

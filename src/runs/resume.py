@@ -12,14 +12,16 @@ from typing import Any
 import lightning as L
 import torch
 from lightning.pytorch.callbacks import Callback
-from omegaconf import DictConfig, open_dict
+from omegaconf import DictConfig, OmegaConf
 
 from src.tracking.run_logger import mlflow_loggers
 from src.utils import per_machine
+from src.utils.config import build
 from src.utils.errors import ConfigError
 
 log = logging.getLogger(__name__)
 LAST = "last.ckpt"
+CHECKPOINTS = "callbacks.checkpoint.dirpath"  # where a run writes its checkpoints
 
 
 class ResumeError(ConfigError):
@@ -97,9 +99,7 @@ def read_checkpoint(path: Path) -> dict[str, Any]:
 
 
 def resume_point(cfg: DictConfig) -> ResumePoint | None:
-    """Where `cfg.ckpt_path` continues from, or None for a fresh run. A continued run writes
-    its later checkpoints beside the one it started from, so `ckpt_path=last` finds the
-    newest again after a second stop."""
+    """Where `cfg.ckpt_path` continues from, or None for a fresh run."""
     spec = cfg.get("ckpt_path")
     if spec is None:
         return None
@@ -111,8 +111,30 @@ def resume_point(cfg: DictConfig) -> ResumePoint | None:
         dict(checkpoint.get("machine_choices") or {}),
         f"as the run continued chose ({path.name}, step {point.step})",
     )
-    if cfg.get("callbacks", {}).get("checkpoint") is not None:
-        with open_dict(cfg):
-            cfg.callbacks.checkpoint.dirpath = str(path.parent)
     log.info("Continuing from step %d of %s", point.step, path)
     return point
+
+
+def checkpoint_folder(cfg: DictConfig, resume: ResumePoint | None) -> Path | None:
+    """Where the run writes its checkpoints: `callbacks.checkpoint.dirpath`, or, continuing,
+    beside the checkpoint it continued from, so `ckpt_path=last` finds the newest again after
+    a second stop; None without a checkpoint callback."""
+    folder = OmegaConf.select(cfg, CHECKPOINTS, default=None, throw_on_resolution_failure=False)
+    if folder is None:
+        return None
+    return resume.checkpoint.parent if resume is not None else Path(str(folder))
+
+
+def resumed_settings(cfg: DictConfig, resume: ResumePoint | None) -> dict[str, str]:
+    """What continuing changes of the run's settings, for its record: the checkpoint folder."""
+    folder = checkpoint_folder(cfg, resume)
+    return {CHECKPOINTS: str(folder)} if resume is not None and folder is not None else {}
+
+
+def run_callbacks(cfg: DictConfig, resume: ResumePoint | None) -> list[Callback]:
+    """The configured callbacks, the checkpoint callback writing into `checkpoint_folder`."""
+    folder = checkpoint_folder(cfg, resume)
+    return [
+        build(conf, **({"dirpath": str(folder)} if name == "checkpoint" and folder else {}))
+        for name, conf in (cfg.get("callbacks") or {}).items()
+    ]

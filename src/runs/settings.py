@@ -22,6 +22,7 @@ from src.grpo.settings import AlgoSettings
 from src.model.causal_lm import check_model_folders
 from src.model.fast.probe import turned_off_names
 from src.policy.rewriter import NO_SFT_TARGET
+from src.pretraining.folders import stage_folders
 from src.runs.read_keys import (
     check_added_keys,
     check_read_keys,
@@ -60,7 +61,7 @@ def check_settings(cfg: DictConfig) -> AlgoSettings:
         interpolated=lambda key: key in interpolated_roots(cfg),  # read only for a ++ key
     )
     settings = check_algo_settings(plain(cfg.get("algo")) or {})
-    check_model_settings(plain(cfg.get("model")) or {})
+    check_model_settings(plain(cfg.get("model")) or {}, stage_folders(cfg))
     check_hardware(cfg, settings)
     check_role_settings(cfg)
     check_policy_overrides(cfg, tables)
@@ -117,9 +118,10 @@ def check_algo_settings(algo: dict[str, Any]) -> AlgoSettings:
     return settings
 
 
-def check_model_settings(model: dict[str, Any]) -> None:
+def check_model_settings(model: dict[str, Any], stages: set[str] = frozenset()) -> None:
     """Model settings (`model.*`) that cannot work together (each one's type and choices:
-    `schema.SETTINGS`)."""
+    `schema.SETTINGS`); an adapter folder must exist unless it is one of the `stages`'
+    folders, which a stage trains before the model loads."""
     if model.get("load_in_4bit") and not (model.get("lora") or model.get("adapter_path")):
         raise ConfigError(
             "model.load_in_4bit=true without LoRA: 4-bit weights cannot be trained; "
@@ -130,6 +132,7 @@ def check_model_settings(model: dict[str, Any]) -> None:
         adapter
         and str(adapter).startswith(("/", ".", "~"))
         and not Path(adapter).expanduser().is_dir()
+        and str(adapter) not in stages
     ):
         raise MissingFileError(
             f"model.adapter_path: no adapter folder at {adapter} (preset=from_sft takes it as "

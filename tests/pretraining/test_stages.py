@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from src.eval import evaluate
-from src.pretraining.stages import resolve_stage_checkpoints
+from src.pretraining.folders import stage_checkpoint
 from src.recipes.char_diffusion.judge_network import CharJudge
 from src.recipes.char_diffusion.network import load_char_diffusion
 from src.runs.parts import build_run_parts
@@ -20,8 +20,7 @@ TINY_NET = {"max_length": 24, "hidden_size": 32, "num_layers": 1, "num_heads": 2
 
 def folders(make_cfg, *overrides: str) -> tuple[str, str]:
     cfg = make_cfg(*SMALL, *overrides, tiny=False)
-    resolve_stage_checkpoints(cfg)
-    return cfg.generator_checkpoint, cfg.judge_checkpoint
+    return stage_checkpoint("generator", cfg), stage_checkpoint("judge", cfg)
 
 
 def test_unset_checkpoints_become_cache_folders_keyed_by_what_shapes_them(make_cfg):
@@ -73,3 +72,10 @@ def test_scoring_a_recipe_whose_stages_are_not_trained_names_the_stage_and_what_
     assert message.startswith("stage judge is not trained under these settings (")
     assert "python -m src.train with the same overrides trains it" in message
     assert "judge_checkpoint=FOLDER" in message and "\n" not in message
+
+
+def test_a_stage_the_run_lacks_is_named_with_the_stages_it_has(make_cfg):
+    cfg = make_cfg(*SMALL, tiny=False)
+    with pytest.raises(ConfigError, match=r"^\$\{stage:critic\}: this run has no stage critic"):
+        stage_checkpoint("critic", cfg)
+    assert cfg.model.checkpoint == stage_checkpoint("generator", cfg)  # ${stage:generator}

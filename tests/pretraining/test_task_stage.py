@@ -11,7 +11,7 @@ import pytest
 
 from src.eval import evaluate
 from src.pretraining import task_run
-from src.pretraining.stages import resolve_stage_checkpoints
+from src.pretraining.folders import stage_checkpoint
 from src.pretraining.task_run import task_command, train_task
 from src.runs.parts import build_run_parts
 from src.train import train
@@ -34,9 +34,7 @@ SEARCHER = ["task=medqa_searcher", "model=tiny", *SMALL, "trainer.val_check_inte
 
 
 def rewriter_folder(make_cfg, *overrides: str) -> str:
-    cfg = make_cfg(*SEARCHER, *overrides, tiny=False)
-    resolve_stage_checkpoints(cfg)
-    return cfg.rewriter_adapter
+    return stage_checkpoint("rewriter", make_cfg(*SEARCHER, *overrides, tiny=False))
 
 
 def test_the_rewriters_folder_is_keyed_by_its_own_settings_not_the_searchers(make_cfg):
@@ -50,8 +48,8 @@ def test_the_rewriters_folder_is_keyed_by_its_own_settings_not_the_searchers(mak
 
 def test_the_searcher_starts_from_the_rewriter_stages_adapter(make_cfg):
     cfg = make_cfg(*SEARCHER, tiny=False)
-    resolve_stage_checkpoints(cfg)
-    assert cfg.model.adapter_path == cfg.rewriter_adapter
+    assert cfg.model.adapter_path == stage_checkpoint("rewriter", cfg)
+    assert cfg.rewriter_adapter is None  # the config keeps what was given
     assert cfg.stages.rewriter.train.overrides[0] == "model=tiny"  # the searcher's own model
 
 
@@ -109,7 +107,7 @@ def test_the_rewriter_trains_once_in_its_own_run_and_the_searcher_starts_from_it
     cfg = make_cfg(*SEARCHER, f"save_model={tmp_path / 'searcher'}", tiny=False)
     cfg.stages.rewriter.train.overrides.extend(small)  # after the shipped ones: these win
     train(cfg)
-    folder = Path(cfg.rewriter_adapter)
+    folder = Path(stage_checkpoint("rewriter", cfg))
     assert (folder / "adapter_config.json").is_file() and (folder / "stage.json").is_file()
     (rewriter,) = runs_in(cfg.paths.mlflow_uri, "medqa_rewriter")  # a run of its own
     assert rewriter.info.status == "FINISHED" and rewriter.data.params["seed"] == "42"
@@ -120,5 +118,5 @@ def test_the_rewriter_trains_once_in_its_own_run_and_the_searcher_starts_from_it
     again = make_cfg(*SEARCHER, "trainer.max_steps=2", tiny=False)  # the rewriter is cached
     again.stages.rewriter.train.overrides.extend(small)
     train(again)
-    assert again.rewriter_adapter == str(folder)
+    assert stage_checkpoint("rewriter", again) == str(folder)
     assert len(runs_in(cfg.paths.mlflow_uri, "medqa_rewriter")) == 1

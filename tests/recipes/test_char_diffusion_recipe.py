@@ -14,6 +14,7 @@ import pytest
 import torch
 
 from src.grpo.module import GRPOModule
+from src.pretraining.folders import stage_checkpoint
 from src.pretraining.stages import run_stages
 from src.recipes.char_diffusion.judge_network import load_char_judge
 from src.recipes.char_diffusion.network import load_char_diffusion
@@ -77,7 +78,7 @@ def test_a_judge_that_sees_the_mask_trains_and_scores_each_rows_masked_window(ma
     cfg = make_cfg(*SMALL, "stages.judge.train.model.sees_mask=true", tiny=False)
     parts = build_run_parts(cfg)
     run_stages(cfg, parts.datamodule, [])
-    judge = load_char_judge(cfg.judge_checkpoint)
+    judge = load_char_judge(stage_checkpoint("judge", cfg))
     assert judge.sees_mask
     rows = parts.datamodule.val_rows[:4]
     texts = [row["text"] for row in rows]  # fills that restore every character
@@ -90,8 +91,8 @@ def test_a_judge_from_the_generator_is_the_generators_size_and_a_bad_value_is_na
     cfg = make_cfg(*SMALL, "stages.judge.train.from_generator=true", tiny=False)
     parts = build_run_parts(cfg)
     run_stages(cfg, parts.datamodule, [])
-    judge = load_char_judge(cfg.judge_checkpoint)
-    generator = load_char_diffusion(cfg.generator_checkpoint)
+    judge = load_char_judge(stage_checkpoint("judge", cfg))
+    generator = load_char_diffusion(stage_checkpoint("generator", cfg))
     shape = ("hidden_size", "num_layers", "num_heads", "intermediate_size")
     assert [judge.settings[key] for key in shape] == [generator.settings[key] for key in shape]
     bad = make_cfg(*SMALL, "stages.judge.train.from_generator=yes", tiny=False)
@@ -104,9 +105,9 @@ def test_a_judge_scoring_characters_trains_its_character_head_and_is_the_reward(
     cfg = make_cfg(*SMALL, *[f"stages.judge.train.{s}" for s in settings], tiny=False)
     parts = build_run_parts(cfg)
     run_stages(cfg, parts.datamodule, [])
-    judge = load_char_judge(cfg.judge_checkpoint)
+    judge = load_char_judge(stage_checkpoint("judge", cfg))
     assert judge.char_head is not None and judge.settings["score"] == "characters"
-    stage = json.loads((Path(cfg.judge_checkpoint) / "stage.json").read_text())
+    stage = json.loads((Path(stage_checkpoint("judge", cfg)) / "stage.json").read_text())
     assert 0 <= stage["judge/val_char_accuracy_generated"] <= 1
     rows = parts.datamodule.val_rows[:4]
     texts = [row["text"] for row in rows]

@@ -3,6 +3,7 @@ MLflow run reopened without writing a step twice."""
 
 from __future__ import annotations
 
+import copy
 import json
 import os
 import pickle
@@ -11,10 +12,19 @@ from pathlib import Path
 import mlflow
 import pytest
 import torch
+from lightning.pytorch.callbacks import ModelCheckpoint
 from torch.utils.data import RandomSampler
 
 from src.data.datamodule import StepSampler
-from src.runs.resume import ResumeError, find_checkpoint, read_checkpoint
+from src.runs.record import with_derived
+from src.runs.resume import (
+    ResumeError,
+    find_checkpoint,
+    read_checkpoint,
+    resume_point,
+    resumed_settings,
+    run_callbacks,
+)
 from src.tracking.run_logger import MLflowRunLogger
 
 
@@ -130,3 +140,34 @@ def test_a_reopened_run_keeps_its_first_values(tmp_path):
             "seed": {"before": "1", "now": "2"},
         }
     }
+
+
+def test_a_continuation_writes_its_checkpoints_beside_the_one_it_continues_and_records_it(
+    make_cfg, tmp_path
+):
+    """The continued run's checkpoint callback writes beside the checkpoint it started from,
+    so `ckpt_path=last` finds the newest again after a second stop; the record says so; the
+    config keeps its own folder."""
+    path = checkpoint(tmp_path / "first")
+    cfg = make_cfg(f"ckpt_path={tmp_path / 'first'}")
+    given = copy.deepcopy(cfg)
+    point = resume_point(cfg)
+    assert point.checkpoint == path and point.step == 3
+    (saver,) = [c for c in run_callbacks(cfg, point) if isinstance(c, ModelCheckpoint)]
+    assert Path(saver.dirpath) == path.parent
+    assert resumed_settings(cfg, point) == {"callbacks.checkpoint.dirpath": str(path.parent)}
+    assert resumed_settings(cfg, None) == {}
+    assert cfg == given  # read, not written
+    (fresh,) = [c for c in run_callbacks(cfg, None) if isinstance(c, ModelCheckpoint)]
+    assert Path(fresh.dirpath) == Path(cfg.callbacks.checkpoint.dirpath)
+
+
+def test_the_record_shows_what_the_run_derived_in_place_of_the_configs_null():
+    resolved = {"trainer": {"max_steps": None, "devices": 1}, "seed": 1}
+    derived = {"trainer.max_steps": 44, "data.num_batches": 22}
+    assert with_derived(resolved, derived) == {
+        "trainer": {"max_steps": 44, "devices": 1},
+        "seed": 1,
+        "data": {"num_batches": 22},
+    }
+    assert resolved["trainer"]["max_steps"] is None  # the config's own values are left

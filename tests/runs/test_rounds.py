@@ -4,6 +4,7 @@ last judge; each round is cached, so one more round trains one more."""
 
 from __future__ import annotations
 
+import copy
 import json
 from pathlib import Path
 
@@ -11,6 +12,7 @@ import pytest
 from omegaconf import OmegaConf
 
 from src.eval import evaluate
+from src.pretraining.folders import stage_checkpoint
 from src.runs.hooks import before_grpo_steps
 from src.runs.settings import check_settings
 from src.train import train
@@ -24,13 +26,15 @@ ROUNDS = [*SMALL, "rounds.grpo_steps=2"]
 @pytest.mark.slow
 def test_rounds_train_in_turn_and_one_more_round_trains_only_that_one(make_cfg, tmp_path, caplog):
     cfg = make_cfg(*ROUNDS, "rounds.count=3", tiny=False)
+    given = copy.deepcopy(cfg)
     train(cfg)
     run = runs(cfg)[-1]
     folders = {n: Path(run.data.tags[f"round.{n}"]) for n in (2, 3)}
     assert "round.4" not in run.data.tags
     # GRPO faced the last round's judge; each round's judge continued the one before it
     assert run.data.tags["rounds.judge"] == str(folders[3] / "judge")
-    assert cfg.judge_checkpoint == run.data.tags["stage.judge"]  # the config stays as it was
+    assert cfg == given  # the run read its config and wrote nothing into it
+    assert stage_checkpoint("judge", cfg) == run.data.tags["stage.judge"]
     second = json.loads((folders[2] / "stage.json").read_text())
     third = json.loads((folders[3] / "stage.json").read_text())
     assert second["judge_trained_against"] == run.data.tags["stage.judge"]

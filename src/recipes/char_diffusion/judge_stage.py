@@ -39,6 +39,7 @@ from omegaconf import DictConfig
 from torch import Tensor
 
 from src.pretraining.fit import StageLength, fit_stage, warmup_cosine
+from src.pretraining.folders import stage_checkpoint
 from src.recipes.char_diffusion.encoder import ALPHABET, PAD
 from src.recipes.char_diffusion.infill import Infill, restored
 from src.recipes.char_diffusion.judge_network import CharJudge, load_char_judge
@@ -463,7 +464,7 @@ class JudgeTraining(Declared):
         log.info(
             "Char judge: %d steps against %s%s",
             self.max_steps,
-            cfg.generator_checkpoint,
+            stage_checkpoint("generator", cfg),
             f" and {len(self.replay)} earlier rounds' policies" if self.replay else "",
         )
         steps = fit_stage(
@@ -502,7 +503,7 @@ class JudgeTraining(Declared):
         (the pretrained one where none was kept) and the replayed policies, drawn as GRPO's
         sampler draws."""
         pretrained = build(cfg.model).eval().requires_grad_(False)
-        early = Path(str(cfg.generator_checkpoint)) / EARLY
+        early = Path(stage_checkpoint("generator", cfg)) / EARLY
         generators = {
             "generated": [pretrained],
             "early": [frozen_generator(early) if early.is_dir() else pretrained],

@@ -34,7 +34,8 @@ import lightning as L
 from omegaconf import DictConfig, OmegaConf
 
 from src.model.saved import saved_kind
-from src.pretraining.stages import DONE, stage_folder
+from src.pretraining.folders import DONE, stage_checkpoint
+from src.runs.length import RunLength
 from src.runs.parts import RunParts, grpo_module
 from src.tracking.run_logger import mlflow_loggers
 from src.utils.config import build
@@ -79,11 +80,11 @@ def adversarial_rounds(cfg: DictConfig, parts: RunParts) -> RunParts:
     if count > 1 and cfg.get("dry_run"):
         log.info("Rounds: a dry run trains none (GRPO would face round %d's judge)", count)
         return parts
-    folders = round_folders(cfg)
+    folders = round_folders(cfg, parts.length)
     if not folders:
         return parts
-    key = cfg.stages[cfg.rounds.stage].checkpoint_key
-    current = copy.deepcopy(cfg)  # its judge key follows the rounds; the reward reads it
+    stage, key = judge_stage(cfg)
+    current = copy.deepcopy(cfg)  # its judge key follows the rounds; ${stage:judge} reads it
     policies: list[str] = []
     for number, folder in enumerate(folders, start=2):
         if not (folder / DONE).exists():
@@ -95,18 +96,22 @@ def adversarial_rounds(cfg: DictConfig, parts: RunParts) -> RunParts:
         record_round(parts.loggers, number, folder, summary)
         policies.append(str(folder / POLICY))
         current[key] = str(folder / JUDGE)
-    log.info("Rounds: GRPO trains against round %d's judge, %s", len(folders) + 1, current[key])
-    return with_judge(current, parts)
+    log.info(
+        "Rounds: GRPO trains against round %d's judge, %s",
+        len(folders) + 1,
+        current[key],
+    )
+    return with_judge(current, parts, stage)
 
 
 def rounds_judge(cfg: DictConfig, parts: RunParts) -> RunParts:
     """For scoring (src.eval): `parts` with the reward scoring by the last round's judge, the
     one the run's GRPO trained against, when every round is cached; else `parts` as they are,
     with a warning naming the judge that scores instead. Trains nothing."""
-    folders = round_folders(cfg)
+    folders = round_folders(cfg, parts.length)
     if not folders:
         return parts
-    key = cfg.stages[cfg.rounds.stage].checkpoint_key
+    stage, key = judge_stage(cfg)
     missing = [folder for folder in folders if not (folder / DONE).exists()]
     if missing:
         log.warning(
@@ -114,53 +119,68 @@ def rounds_judge(cfg: DictConfig, parts: RunParts) -> RunParts:
             "so the judge of %s=%s scores instead of the last round's",
             missing[0],
             key,
-            cfg[key],
+            stage_checkpoint(stage, cfg),
         )
         return parts
     current = copy.deepcopy(cfg)
     current[key] = str(folders[-1] / JUDGE)
     log.info("Rounds: scoring with round %d's judge, %s", len(folders) + 1, current[key])
-    return with_judge(current, parts)
+    return with_judge(current, parts, stage)
 
 
-def round_folders(cfg: DictConfig) -> list[Path]:
+def round_folders(cfg: DictConfig, length: RunLength) -> list[Path]:
     """The cache folders of rounds 2..`rounds.count` under cfg's settings, trained or not;
     none without rounds or when the user gave the judge (it is used as it is)."""
     rounds = cfg.get("rounds")
     if not rounds or int(rounds.count) <= 1:
         return []
-    key = cfg.stages[rounds.stage].checkpoint_key  # check_rounds_settings: the stage exists
-    if Path(str(cfg[key])) != stage_folder(cfg, rounds.stage):
+    stage, key = judge_stage(cfg)
+    if cfg.get(key) is not None:
         log.info("Rounds: %s=%s was given, so it is the judge (no rounds)", key, cfg[key])
         return []
-    shaping = rounds_key(cfg, rounds.stage)
+    shaping = rounds_key(cfg, stage, length)
     return [
         Path(rounds.cache_dir) / f"round{number}-{round_hash(shaping, number)}"
         for number in range(2, int(rounds.count) + 1)
     ]
 
 
-def with_judge(current: DictConfig, parts: RunParts) -> RunParts:
+def judge_stage(cfg: DictConfig) -> tuple[str, str]:
+    """The stage the rounds continue (`rounds.stage`) and the key that gives its folder
+    (check_rounds_settings: the stage exists)."""
+    name = str(cfg.rounds.stage)
+    return name, str(cfg.stages[name].checkpoint_key)
+
+
+def with_judge(current: DictConfig, parts: RunParts, stage: str) -> RunParts:
     """`parts` with the reward built from `current` (its judge key set), the judge's folder
     tagged `rounds.judge`."""
-    judge = current[current.stages[current.rounds.stage].checkpoint_key]
+    judge = stage_checkpoint(stage, current)
     for logger in mlflow_loggers(parts.loggers):
         logger.experiment.set_tag(logger.run_id, "rounds.judge", str(judge))
     return replace(parts, reward=build(current.reward))
 
 
-def rounds_key(cfg: DictConfig, stage: str) -> dict[str, Any]:
+def rounds_key(cfg: DictConfig, stage: str, length: RunLength) -> dict[str, Any]:
     """What shapes every round, the number of rounds aside."""
     rounds = OmegaConf.to_container(cfg.rounds, resolve=True)
+    rounds["grpo_steps"] = round_steps(cfg, length)
     rounds.pop("count", None)
     rounds.pop("cache_dir", None)
     return {
-        "stage_folder": str(cfg[cfg.stages[stage].checkpoint_key]),  # named by its settings
+        "stage_folder": stage_checkpoint(stage, cfg),  # named by its settings
         "algo": OmegaConf.to_container(cfg.algo, resolve=True),
         "rollout": OmegaConf.to_container(cfg.rollout, resolve=True),
         "reward": OmegaConf.to_container(cfg.reward, resolve=True),
         "rounds": rounds,
     }
+
+
+def round_steps(cfg: DictConfig, length: RunLength) -> int:
+    """GRPO steps of each round's policy: `rounds.grpo_steps`, or where it is null (as
+    `${trainer.max_steps}` is under `epochs=N`) the run's own."""
+    steps = cfg.rounds.get("grpo_steps")
+    return length.max_steps if steps is None else int(steps)
 
 
 def round_hash(shaping: dict[str, Any], number: int) -> str:
@@ -173,9 +193,12 @@ def train_round(
 ) -> dict[str, Any]:
     """Round `number`: GRPO against the current judge (cfg's judge key) into `folder/policy`,
     then the judge continued with every policy so far replayed, into `folder/judge`."""
-    rounds, stage = cfg.rounds, cfg.stages[cfg.rounds.stage]
-    judge = str(cfg[stage.checkpoint_key])
-    log.info("Round %d: GRPO for %d steps against %s", number, rounds.grpo_steps, judge)
+    name, _ = judge_stage(cfg)
+    rounds, stage = cfg.rounds, cfg.stages[name]
+    judge = stage_checkpoint(name, cfg)
+    log.info(
+        "Round %d: GRPO for %d steps against %s", number, round_steps(cfg, parts.length), judge
+    )
     results = train_policy(cfg, parts, number, folder / POLICY)
     replay = [*policies, str(folder / POLICY)]
     negatives = dict(OmegaConf.to_container(stage.train.negatives, resolve=True))
@@ -209,7 +232,7 @@ def train_policy(cfg: DictConfig, parts: RunParts, number: int, folder: Path) ->
         "devices": 1,
     }
     trainer = L.Trainer(
-        max_steps=int(cfg.rounds.grpo_steps),
+        max_steps=round_steps(cfg, parts.length),
         limit_val_batches=0,
         num_sanity_val_steps=0,
         callbacks=[StepProgressBar(label=f"round {number} GRPO")],

@@ -82,7 +82,7 @@ SETTINGS: dict[str, Setting | AnyOf] = {
     # adversarial rounds of a judge
     "rounds.count": whole(1),
     "rounds.stage": TEXT,
-    "rounds.grpo_steps": whole(1),
+    "rounds.grpo_steps": whole(1, nullable=True),  # null: the run's steps
     "rounds.judge_steps": whole(1),
     "rounds.replay_share": number(0, 1, below=True),
     "rounds.replay_temperatures": Setting("numbers", low=0, nullable=True, why=GREEDY),
