@@ -16,6 +16,7 @@ import json
 import logging
 import shutil
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -28,16 +29,34 @@ from src.model.saved import saved_model_settings
 from src.runs.cli import run_cli
 from src.runs.parts import build_run_parts, warm_started
 from src.runs.record import recorded_run
+from src.runs.schema import PIPELINE_STAGES, RUN_SETTINGS
 from src.tracking.sweep import sweep_job
 from src.train import train
-from src.utils.errors import ConfigError, MissingFileError
+from src.utils.errors import MissingFileError
+from src.utils.setting import Declared
 
 log = logging.getLogger(__name__)
-STAGES = ("prep", "baseline", "sft", "grpo", "eval")
+STAGES = PIPELINE_STAGES
 
 
-def stage_tags(cfg: DictConfig, stage: str) -> dict[str, str]:
-    return {"stage": stage, "pipeline": str(cfg.pipeline.dir)}
+@dataclass(frozen=True)
+class PipelineSettings(Declared):
+    """`pipeline.*` (conf/pipeline/default.yaml), declared in `runs/schema.py`: which stage
+    runs (`all`: every one in order) and the folder where the stages meet."""
+
+    SECTION = "pipeline"
+    TABLE = RUN_SETTINGS
+
+    stage: str = "all"
+    dir: str = "outputs/pipeline"
+
+    @property
+    def folder(self) -> Path:
+        return Path(self.dir)
+
+
+def stage_tags(settings: PipelineSettings, stage: str) -> dict[str, str]:
+    return {"stage": stage, "pipeline": str(settings.dir)}
 
 
 def write_jsonl(path: Path, rows: list[dict[str, Any]]) -> None:
@@ -46,20 +65,20 @@ def write_jsonl(path: Path, rows: list[dict[str, Any]]) -> None:
         handle.writelines(jsonl_line(row) for row in rows)
 
 
-def prep(cfg: DictConfig) -> None:
+def prep(cfg: DictConfig, settings: PipelineSettings) -> None:
     """Clean the configured data and write the split every later stage uses."""
     parts = build_run_parts(cfg)
-    datamodule, folder = parts.datamodule, Path(cfg.pipeline.dir) / "data"
-    with recorded_run(parts.loggers, cfg, stage_tags(cfg, "prep"), datamodule.report):
+    datamodule, folder = parts.datamodule, settings.folder / "data"
+    with recorded_run(parts.loggers, cfg, stage_tags(settings, "prep"), datamodule.report):
         write_jsonl(folder / "train.jsonl", datamodule.train_rows)
         write_jsonl(folder / "validation.jsonl", datamodule.val_rows)
         (folder / "prep_report.json").write_text(json.dumps(datamodule.report, indent=2))
     log.info("prep: %s -> %s", datamodule.report, folder)
 
 
-def prepared(cfg: DictConfig) -> DictConfig:
+def prepared(cfg: DictConfig, settings: PipelineSettings) -> DictConfig:
     """A copy of `cfg` whose data is the prepared split (already clean: no schema)."""
-    folder = Path(cfg.pipeline.dir) / "data"
+    folder = settings.folder / "data"
     train_path, val_path = folder / "train.jsonl", folder / "validation.jsonl"
     if not (train_path.is_file() and val_path.is_file()):
         raise MissingFileError(
@@ -75,49 +94,54 @@ def prepared(cfg: DictConfig) -> DictConfig:
     return derived
 
 
-def baseline(cfg: DictConfig) -> None:
+def baseline(cfg: DictConfig, settings: PipelineSettings) -> None:
     """Score the base model before any training."""
-    out = Path(cfg.pipeline.dir) / "baseline"
-    evaluate(prepared(cfg), heads=["base"], output_dir=out, tags=stage_tags(cfg, "baseline"))
+    out = settings.folder / "baseline"
+    evaluate(
+        prepared(cfg, settings),
+        heads=["base"],
+        output_dir=out,
+        tags=stage_tags(settings, "baseline"),
+    )
 
 
-def sft(cfg: DictConfig) -> None:
+def sft(cfg: DictConfig, settings: PipelineSettings) -> None:
     """Supervised training on the prepared train split; the adapter lands in `pipeline.dir/sft`."""
-    derived = prepared(cfg)
+    derived = prepared(cfg, settings)
     with open_dict(derived):
         derived.sft.enabled = True
     parts = build_run_parts(derived)
     report = parts.datamodule.report
-    with recorded_run(parts.loggers, derived, stage_tags(cfg, "sft"), report):
+    with recorded_run(parts.loggers, derived, stage_tags(settings, "sft"), report):
         folder = warm_started(derived, parts)
-    target = Path(cfg.pipeline.dir) / "sft"
+    target = settings.folder / "sft"
     shutil.rmtree(target, ignore_errors=True)
     shutil.copytree(folder, target)
     log.info("sft: %s -> %s", folder, target)
 
 
-def grpo(cfg: DictConfig) -> None:
+def grpo(cfg: DictConfig, settings: PipelineSettings) -> None:
     """GRPO on the prepared train split, continuing the SFT adapter when the sft stage left one."""
-    derived = prepared(cfg)
-    start = Path(cfg.pipeline.dir) / "sft"
+    derived = prepared(cfg, settings)
+    start = settings.folder / "sft"
     with open_dict(derived):
         derived.sft.enabled = False
-        derived.save_model = str(Path(cfg.pipeline.dir) / "grpo")
+        derived.save_model = str(settings.folder / "grpo")
     if start.is_dir():  # the next run's config, composed here before it is read
         with open_dict(derived):
             derived.model.update(saved_model_settings(start))
     else:
         log.warning("grpo: no SFT result at %s; starting from the base model", start)
-    train(derived, tags=stage_tags(cfg, "grpo"))
+    train(derived, tags=stage_tags(settings, "grpo"))
 
 
-def final_eval(cfg: DictConfig) -> None:
+def final_eval(cfg: DictConfig, settings: PipelineSettings) -> None:
     """Score every configured head (base, SFT, GRPO) on the prepared validation split."""
-    out = Path(cfg.pipeline.dir) / "eval"
-    evaluate(prepared(cfg), output_dir=out, tags=stage_tags(cfg, "eval"))
+    out = settings.folder / "eval"
+    evaluate(prepared(cfg, settings), output_dir=out, tags=stage_tags(settings, "eval"))
 
 
-RUNNERS: dict[str, Callable[[DictConfig], None]] = {
+RUNNERS: dict[str, Callable[[DictConfig, PipelineSettings], None]] = {
     "prep": prep,
     "baseline": baseline,
     "sft": sft,
@@ -128,13 +152,11 @@ RUNNERS: dict[str, Callable[[DictConfig], None]] = {
 
 def run_pipeline(cfg: DictConfig) -> list[str]:
     """Run `pipeline.stage` (or all stages in order); return the stages run."""
-    stage = str(cfg.pipeline.stage)
-    if stage != "all" and stage not in RUNNERS:
-        raise ConfigError(f"pipeline.stage must be all or one of {list(STAGES)}, got {stage!r}")
-    stages = list(STAGES) if stage == "all" else [stage]
+    settings = PipelineSettings.of_section(cfg.get("pipeline"), "src.pipeline")
+    stages = list(STAGES) if settings.stage == "all" else [settings.stage]
     for name in stages:
         log.info("=== stage %s ===", name)
-        RUNNERS[name](cfg)
+        RUNNERS[name](cfg, settings)
     return stages
 
 

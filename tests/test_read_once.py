@@ -63,7 +63,6 @@ def raw_reads(path: Path) -> list[str]:  # "line: read", in the file's order
 # recipe's stages, and the run length (`runs/length.py`, which also writes
 # trainer.max_steps for epochs=N)
 NOT_YET = {
-    "pipeline.py": 9,
     "preflight.py": 1,
     "pretraining/folders.py": 5,
     "pretraining/task_run.py": 2,

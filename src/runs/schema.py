@@ -70,6 +70,7 @@ PRECISION = AnyOf(
     ),
     words=f"one of Lightning's precisions: {', '.join(PRECISIONS)}, transformer-engine (or 32, 16, 64, bf16)",
 )
+PIPELINE_STAGES = ("prep", "baseline", "sft", "grpo", "eval")  # src.pipeline's, in order
 # key -> what it may hold; the meaning of each is in its config's comment
 RUN_SETTINGS: dict[str, Setting | AnyOf] = {
     # the run
@@ -105,6 +106,9 @@ RUN_SETTINGS: dict[str, Setting | AnyOf] = {
     "stages.*.settings_check": OPTIONAL_TEXT,
     # where the run writes (a value resolved only inside a Hydra job, run_dir's, is not checked)
     "paths.*": TEXT,
+    # `python -m src.pipeline` (its PipelineSettings)
+    "pipeline.stage": choice("all", *PIPELINE_STAGES),
+    "pipeline.dir": TEXT,
 }
 # every folder's table: the run's and trainer's here, each config group's beside its code
 SETTINGS: dict[str, Setting | AnyOf] = {

@@ -158,7 +158,7 @@ def test_a_stage_without_prep_says_what_to_run(make_cfg):
     cfg = make_cfg("task=medmcqa", *SMALL, "pipeline.stage=grpo")
     with pytest.raises(FileNotFoundError, match="pipeline.stage=prep"):
         run_pipeline(cfg)
-    with pytest.raises(ValueError, match="pipeline.stage must be all or one of"):
+    with pytest.raises(ValueError, match="pipeline.stage must be one of all, prep, baseline"):
         run_pipeline(make_cfg("task=medmcqa", "pipeline.stage=everything"))
 
 
