@@ -380,7 +380,8 @@ def check_judge_training(settings: dict[str, Any], cfg: DictConfig) -> None:
     training = JudgeTraining.of(settings, "the judge stage").checked()
     if not training.init and not training.from_generator:
         model = {**training.model, "char_head": training.char_loss > 0}
-        CharJudge(max_length=int(cfg.data.window), **model)
+        window: CharWindowDataModule = build(cfg.data)  # its settings only: nothing is read yet
+        CharJudge(max_length=window.window, **model)
 
 
 @dataclass(frozen=True)
@@ -509,11 +510,9 @@ class JudgeTraining(Declared):
             "early": [frozen_generator(early) if early.is_dir() else pretrained],
             "replay": [frozen_generator(Path(policy)) for policy in self.replay or []],
         }
+        sampler: CharDiffusionSampler = build(cfg.rollout)  # fills drawn as GRPO's sampler draws
         fills = Fills(
-            self.temperatures,
-            float(cfg.rollout.top_p),
-            int(cfg.rollout.denoising_steps),
-            self.replay_temperatures,
+            self.temperatures, sampler.top_p, sampler.denoising_steps, self.replay_temperatures
         )
         masking = Masking(datamodule.remasked, datamodule.mask_char, judge.sees_mask)
         return Corruptor(
