@@ -10,7 +10,9 @@ from src.utils.setting import FLAG, OPTIONAL_TEXT, TEXTS, AnyOf, Setting, choice
 # key -> what it may hold; what each means is said beside it in its config
 SETTINGS: dict[str, Setting | AnyOf] = {
     # evaluation
-    "eval.heads": TEXTS,
+    "eval.heads": Setting(
+        "texts", low=1, nullable=True, why="the heads src.eval scores, such as [base, grpo]"
+    ),
     "eval.split": choice(*SPLITS),
     "eval.max_rows": whole(1, nullable=True),
     "eval.batch_size": whole(1),

@@ -4,7 +4,7 @@ and checks a composed config against them."""
 
 from __future__ import annotations
 
-from src.utils.setting import FLAG, TEXT, TEXTS, AnyOf, Setting, number, whole
+from src.utils.setting import FLAG, TEXT, AnyOf, Setting, number, whole
 
 # key -> what it may hold; what each means is said beside it in its config
 SETTINGS: dict[str, Setting | AnyOf] = {
@@ -14,7 +14,7 @@ SETTINGS: dict[str, Setting | AnyOf] = {
     "rollout.top_k": whole(0),
     "rollout.repetition_penalty": number(0, above=True),
     "rollout.min_completion_length": whole(0),
-    "rollout.stop_strings": TEXTS,
+    "rollout.stop_strings": Setting("texts", nullable=True, why="such as [END] or ['\\n']"),
     "rollout.fused_steps": FLAG,
     "rollout.packed_weights": FLAG,
     # the vLLM engine (rollout=vllm)

@@ -23,7 +23,7 @@ class Setting:
     """What one key may hold: a `kind` (`int`, `float`, `bool`, `str`; `mark`, a non-empty text
     that may be blank, such as a line's end; `mask`, one character outside printable ASCII;
     `template`, a text that
-    `str.format` can fill; `texts`, a list of non-empty texts; `numbers`, a non-empty list of
+    `str.format` can fill; `texts`, a list of non-empty texts (at least `low` of them); `numbers`, a non-empty list of
     numbers each in the range; `names`, a mapping of names to names; `mapping`, a mapping of
     names to mappings (settings by name); `indices`, device indices
     as a list or as text with commas; `config`, an object's config with `_target_`), an
@@ -54,7 +54,7 @@ class Setting:
                 "str": "a text",
                 "mark": "a non-empty text (a line's end counts)",
                 "mask": "one character outside printable ASCII (the text's alphabet)",
-                "texts": "a list of non-empty texts, such as [END] or ['\\n']",
+                "texts": "a list of non-empty texts",
                 "names": "a mapping of names to names, such as {mean_reward: reward}",
                 "mapping": "a mapping of names to settings, such as {question: {k: 1}}",
                 "numbers": "a non-empty list of numbers",
@@ -62,7 +62,9 @@ class Setting:
                 "indices": "device indices (a list, or text such as 0,1)",
                 "config": "a config with _target_",
             }[self.kind]
-            if self.low is not None and self.high is not None:
+            if self.kind == "texts":
+                words += f", at least {int(self.low)} of them" if self.low else ""
+            elif self.low is not None and self.high is not None:
                 words += (
                     f" in {'(' if self.above else '['}{self.low}, {self.high}"
                     f"{')' if self.below else ']'}"
@@ -90,9 +92,11 @@ class Setting:
             return isinstance(value, str) and len(value) == 1 and not (" " <= value <= "~")
         if self.kind == "template":
             return isinstance(value, str) and (self.blank or bool(value.strip())) and formats(value)
-        if self.kind == "texts":
-            return isinstance(value, list | tuple) and all(
-                isinstance(text, str) and text != "" for text in value
+        if self.kind == "texts":  # `low`: the fewest texts
+            return (
+                isinstance(value, list | tuple)
+                and len(value) >= (self.low or 0)
+                and all(isinstance(text, str) and text != "" for text in value)
             )
         if self.kind == "numbers":
             each = Setting("float", self.low, self.high, self.above, self.below)

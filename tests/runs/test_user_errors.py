@@ -146,6 +146,7 @@ def test_malformed_data_file_names_file_and_line(tmp_path):
             "error: rollout.stop_strings must be a list of non-empty texts",
         ),
         ("eval.heads=grpo", "error: eval.heads must be a list of non-empty texts"),
+        ("eval.heads=[]", "error: eval.heads must be a list of non-empty texts, at least 1 of"),
         (
             "task=medmcqa data.unseen=rows.jsonl",
             "error: data.unseen must hold its keys (path, corpus, kinds), got 'rows.jsonl': "
