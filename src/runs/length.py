@@ -10,11 +10,13 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+import torch
 from omegaconf import DictConfig, OmegaConf
 
 from src.data.datamodule import PromptDataModule
 from src.grpo.settings import AlgoSettings
 from src.utils.config import build
+from src.utils.errors import ConfigError
 
 log = logging.getLogger(__name__)
 
@@ -49,13 +51,22 @@ class RunLength:
 
     def schedule(self, algo: DictConfig) -> Any:
         """`algo.scheduler` built (None: a constant learning rate), its horizon the run's
-        steps where its config leaves it null (as `${trainer.max_steps}` is under `epochs=N`)."""
+        steps where its config leaves it null (as `${trainer.max_steps}` is under `epochs=N`),
+        and tried once on a stand-in optimizer, so that a schedule it cannot make (a name
+        transformers lacks) is refused now, not when training starts."""
         scheduler = algo.get("scheduler")
         if scheduler is None:
             return None
         if "num_training_steps" in scheduler and scheduler.num_training_steps is None:
-            return build(scheduler, num_training_steps=self.max_steps)
-        return build(scheduler)
+            factory = build(scheduler, num_training_steps=self.max_steps)
+        else:
+            factory = build(scheduler)
+        stand_in = torch.optim.SGD([torch.zeros(1, requires_grad=True)], lr=1.0)
+        try:
+            factory(optimizer=stand_in)
+        except (ValueError, TypeError, KeyError) as error:
+            raise ConfigError(f"algo.scheduler cannot be made: {error}") from None
+        return factory
 
 
 def run_length(cfg: DictConfig, datamodule: PromptDataModule, algo: AlgoSettings) -> RunLength:

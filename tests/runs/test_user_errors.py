@@ -148,6 +148,10 @@ def test_malformed_data_file_names_file_and_line(tmp_path):
         ("eval.heads=grpo", "error: eval.heads must be a list of non-empty texts"),
         ("eval.heads=[]", "error: eval.heads must be a list of non-empty texts, at least 1 of"),
         (
+            "algo.scheduler.name=cosinee",
+            "error: algo.scheduler cannot be made: cosinee is not a valid SchedulerType",
+        ),
+        (
             "task=medmcqa data.unseen=rows.jsonl",
             "error: data.unseen must hold its keys (path, corpus, kinds), got 'rows.jsonl': "
             "write data.unseen.path=FILE for a file of unseen rows",
