@@ -22,9 +22,15 @@ def learning_rate_schedule(
 ) -> torch.optim.lr_scheduler.LRScheduler:
     """transformers' schedule `name` (linear, cosine, constant_with_warmup, ...) over
     `num_training_steps`, warmed up linearly over `num_warmup_steps`, or, when `warmup_ratio`
-    is set, over ceil(warmup_ratio x num_training_steps) steps."""
+    is set, over ceil(warmup_ratio x num_training_steps) steps. A warm-up given to `constant`
+    (which has none) is refused rather than ignored."""
     if warmup_ratio is not None:
         num_warmup_steps = math.ceil(float(warmup_ratio) * int(num_training_steps))
+    if name == "constant" and num_warmup_steps:  # transformers' constant would ignore it
+        raise ValueError(
+            f"name=constant takes no warm-up, and {num_warmup_steps} warm-up steps are set: use "
+            "name=constant_with_warmup, or set num_warmup_steps=0 and warmup_ratio=null"
+        )
     return get_scheduler(
         name,
         optimizer,

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 
 from src.grpo.policy_losses import settings_read
@@ -361,6 +362,7 @@ def check_trainer_settings(cfg: DictConfig, algo: AlgoSettings) -> None:
             "trainer.max_steps is null and epochs is not set: give the run length as "
             "trainer.max_steps=N or epochs=N"
         )
+    check_epochs_given(cfg, command_line_keys())
     every = ((plain(cfg.get("callbacks")) or {}).get("checkpoint") or {}).get("every_n_train_steps")
     iterations = algo.num_iterations
     if every and int(every) % iterations:
@@ -368,6 +370,26 @@ def check_trainer_settings(cfg: DictConfig, algo: AlgoSettings) -> None:
             f"callbacks.checkpoint.every_n_train_steps={every} is not a multiple of "
             f"algo.num_iterations={iterations}: a rollout's updates end on multiples of "
             f"{iterations}, so checkpoints would come only every {math.lcm(int(every), iterations)} steps"
+        )
+
+
+def command_line_keys() -> set[str]:
+    """The keys this run's command line sets (`+`/`++`/`~` aside); none outside a Hydra job."""
+    if not HydraConfig.initialized():
+        return set()
+    overrides = HydraConfig.get().overrides.task
+    return {str(override).split("=", 1)[0].lstrip("+~") for override in overrides}
+
+
+def check_epochs_given(cfg: DictConfig, given: set[str]) -> None:
+    """`epochs=N` typed on the command line while the task or preset fixes the steps would be
+    ignored (the steps win): refused, with how to run by epochs. A preset's own epochs, and
+    steps given beside them on the command line, are the documented cases and pass."""
+    epochs, steps = cfg.get("epochs"), (cfg.get("trainer") or {}).get("max_steps")
+    if "epochs" in given and "trainer.max_steps" not in given and epochs and steps is not None:
+        raise ConfigError(
+            f"epochs={epochs} is not used while trainer.max_steps={steps} is set by the task or "
+            f"preset: add trainer.max_steps=null to train for {epochs} epochs (or give the steps)"
         )
 
 

@@ -152,6 +152,14 @@ def test_malformed_data_file_names_file_and_line(tmp_path):
             "error: algo.scheduler cannot be made: cosinee is not a valid SchedulerType",
         ),
         (
+            "algo.scheduler.name=constant algo.scheduler.warmup_ratio=0.5",
+            "error: algo.scheduler cannot be made: name=constant takes no warm-up",
+        ),
+        (
+            "task=math epochs=2",
+            "error: epochs=2 is not used while trainer.max_steps=22 is set by the task or preset",
+        ),
+        (
             "task=medmcqa data.unseen=rows.jsonl",
             "error: data.unseen must hold its keys (path, corpus, kinds), got 'rows.jsonl': "
             "write data.unseen.path=FILE for a file of unseen rows",
