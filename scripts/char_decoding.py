@@ -28,7 +28,7 @@ from src.pretraining.stages import require_trained_stages  # noqa: E402
 from src.recipes.char_diffusion.infill import Infill  # noqa: E402
 from src.recipes.char_diffusion.judge_network import CharJudge, load_char_judge  # noqa: E402
 from src.recipes.char_diffusion.network import CharDiffusionNetwork, load_char_diffusion  # noqa: E402
-from src.recipes.char_diffusion.rounds import JUDGE, round_folders  # noqa: E402
+from src.recipes.char_diffusion.rounds import JUDGE, RoundsSettings, round_folders  # noqa: E402
 from src.runs.length import run_length  # noqa: E402
 from src.runs.settings import check_settings  # noqa: E402
 from src.utils.compose import compose_train_config  # noqa: E402
@@ -118,7 +118,8 @@ def main() -> None:
     generator = stage_checkpoint("generator", cfg)
     network = load_char_diffusion(generator, dropout=0.0).eval()
     judges = {"judge": load_char_judge(stage_checkpoint("judge", cfg))}
-    folders = round_folders(cfg, run_length(cfg, data, check_settings(cfg)))
+    rounds = RoundsSettings.of_section(cfg.get("rounds"), "the adversarial rounds")
+    folders = round_folders(cfg, rounds, run_length(cfg, data, check_settings(cfg)))
     if folders and all((folder / DONE).exists() for folder in folders):  # as rounds_judge
         judges["last_round_judge"] = load_char_judge(str(folders[-1] / JUDGE))
     print(f"generator {generator}, {len(rows)} held-out windows, order {args.order}")

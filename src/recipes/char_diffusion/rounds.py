@@ -26,7 +26,7 @@ import hashlib
 import json
 import logging
 import shutil
-from dataclasses import replace
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +35,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from src.model.saved import saved_kind
 from src.pretraining.folders import DONE, stage_checkpoint
+from src.recipes.char_diffusion.settings import SETTINGS
 from src.runs.length import RunLength
 from src.runs.parts import RunParts, grpo_module
 from src.tracking.run_logger import mlflow_loggers
@@ -42,15 +43,38 @@ from src.utils.config import build
 from src.utils.errors import ConfigError
 from src.utils.folders import published_folder
 from src.utils.progress import StepProgressBar
+from src.utils.setting import Declared
 
 log = logging.getLogger(__name__)
 POLICY, JUDGE = "policy", "judge"  # a round folder's subfolders
 
 
+@dataclass(frozen=True)
+class RoundsSettings(Declared):
+    """`rounds.*` (conf/task/char_diffusion.yaml says what each does), declared with the
+    task's keys (src/recipes/char_diffusion/settings.py), read once by the rounds' step."""
+
+    SECTION = "rounds"
+    TABLE = SETTINGS
+
+    count: int = 1
+    stage: str = "judge"
+    grpo_steps: int | None = None  # null: the run's steps
+    judge_steps: int = 500
+    replay_share: float = 0.5
+    replay_temperatures: list[float] | None = None
+    cache_dir: str = "outputs/cache/char_rounds"
+
+    def policy_steps(self, length: RunLength) -> int:
+        """GRPO steps of each round's policy: `grpo_steps`, or where it is null (as
+        `${trainer.max_steps}` is under `epochs=N`) the run's own."""
+        return length.max_steps if self.grpo_steps is None else self.grpo_steps
+
+
 class AdversarialRounds:
     """The rounds as a `before_grpo` step (`src.runs.hooks.BeforeGrpo`): built with the settings
-    check, it refuses rounds that continue no stage of the task (their temperatures are
-    declared with the task's keys)."""
+    check, it reads the rounds' settings once and refuses rounds that continue no stage of the
+    task (their temperatures are declared with the task's keys)."""
 
     def __init__(self, rounds: dict[str, Any], stages: list[str]) -> None:
         if not isinstance(rounds, dict) or not isinstance(stages, list):
@@ -64,33 +88,33 @@ class AdversarialRounds:
                 f"rounds.stage={rounds.get('stage')!r} names no stage of this task; its "
                 f"stages are {list(stages)} (or set rounds.count=1)"
             )
+        self.settings = RoundsSettings.of(rounds, "the adversarial rounds")
 
     def before_training(self, cfg: DictConfig, parts: RunParts) -> RunParts:
-        return adversarial_rounds(cfg, parts)
+        return adversarial_rounds(cfg, parts, self.settings)
 
     def before_evaluation(self, cfg: DictConfig, parts: RunParts) -> RunParts:
-        return rounds_judge(cfg, parts)
+        return rounds_judge(cfg, parts, self.settings)
 
 
-def adversarial_rounds(cfg: DictConfig, parts: RunParts) -> RunParts:
+def adversarial_rounds(cfg: DictConfig, parts: RunParts, rounds: RoundsSettings) -> RunParts:
     """Run (or load from the cache) rounds 2..`rounds.count`; return `parts` with the reward
     scoring by the last round's judge (tagged `rounds.judge`); `cfg` is left as it is.
     Without rounds, in a dry run, or with a judge the user gave, `parts` as they are."""
-    count = int(cfg.rounds.count) if cfg.get("rounds") else 1
-    if count > 1 and cfg.get("dry_run"):
-        log.info("Rounds: a dry run trains none (GRPO would face round %d's judge)", count)
+    if rounds.count > 1 and cfg.get("dry_run"):
+        log.info("Rounds: a dry run trains none (GRPO would face round %d's judge)", rounds.count)
         return parts
-    folders = round_folders(cfg, parts.length)
+    folders = round_folders(cfg, rounds, parts.length)
     if not folders:
         return parts
-    stage, key = judge_stage(cfg)
+    stage, key = judge_stage(cfg, rounds)
     current = copy.deepcopy(cfg)  # its judge key follows the rounds; ${stage:judge} reads it
     policies: list[str] = []
     for number, folder in enumerate(folders, start=2):
         if not (folder / DONE).exists():
             shutil.rmtree(folder, ignore_errors=True)  # an interrupted attempt
             with published_folder(folder) as partial:
-                summary = train_round(current, parts, number, policies, partial)
+                summary = train_round(current, parts, rounds, number, policies, partial)
                 (partial / DONE).write_text(json.dumps(summary, indent=2, default=str))
         summary = json.loads((folder / DONE).read_text())
         record_round(parts.loggers, number, folder, summary)
@@ -104,14 +128,14 @@ def adversarial_rounds(cfg: DictConfig, parts: RunParts) -> RunParts:
     return with_judge(current, parts, stage)
 
 
-def rounds_judge(cfg: DictConfig, parts: RunParts) -> RunParts:
+def rounds_judge(cfg: DictConfig, parts: RunParts, rounds: RoundsSettings) -> RunParts:
     """For scoring (src.eval): `parts` with the reward scoring by the last round's judge, the
     one the run's GRPO trained against, when every round is cached; else `parts` as they are,
     with a warning naming the judge that scores instead. Trains nothing."""
-    folders = round_folders(cfg, parts.length)
+    folders = round_folders(cfg, rounds, parts.length)
     if not folders:
         return parts
-    stage, key = judge_stage(cfg)
+    stage, key = judge_stage(cfg, rounds)
     missing = [folder for folder in folders if not (folder / DONE).exists()]
     if missing:
         log.warning(
@@ -128,28 +152,26 @@ def rounds_judge(cfg: DictConfig, parts: RunParts) -> RunParts:
     return with_judge(current, parts, stage)
 
 
-def round_folders(cfg: DictConfig, length: RunLength) -> list[Path]:
+def round_folders(cfg: DictConfig, rounds: RoundsSettings, length: RunLength) -> list[Path]:
     """The cache folders of rounds 2..`rounds.count` under cfg's settings, trained or not;
     none without rounds or when the user gave the judge (it is used as it is)."""
-    rounds = cfg.get("rounds")
-    if not rounds or int(rounds.count) <= 1:
+    if rounds.count <= 1:
         return []
-    stage, key = judge_stage(cfg)
+    stage, key = judge_stage(cfg, rounds)
     if cfg.get(key) is not None:
         log.info("Rounds: %s=%s was given, so it is the judge (no rounds)", key, cfg[key])
         return []
-    shaping = rounds_key(cfg, stage, length)
+    shaping = rounds_key(cfg, rounds, length)
     return [
         Path(rounds.cache_dir) / f"round{number}-{round_hash(shaping, number)}"
-        for number in range(2, int(rounds.count) + 1)
+        for number in range(2, rounds.count + 1)
     ]
 
 
-def judge_stage(cfg: DictConfig) -> tuple[str, str]:
+def judge_stage(cfg: DictConfig, rounds: RoundsSettings) -> tuple[str, str]:
     """The stage the rounds continue (`rounds.stage`) and the key that gives its folder
-    (check_rounds_settings: the stage exists)."""
-    name = str(cfg.rounds.stage)
-    return name, str(cfg.stages[name].checkpoint_key)
+    (AdversarialRounds: the stage exists)."""
+    return rounds.stage, str(cfg.stages[rounds.stage].checkpoint_key)
 
 
 def with_judge(current: DictConfig, parts: RunParts, stage: str) -> RunParts:
@@ -161,26 +183,18 @@ def with_judge(current: DictConfig, parts: RunParts, stage: str) -> RunParts:
     return replace(parts, reward=build(current.reward))
 
 
-def rounds_key(cfg: DictConfig, stage: str, length: RunLength) -> dict[str, Any]:
+def rounds_key(cfg: DictConfig, rounds: RoundsSettings, length: RunLength) -> dict[str, Any]:
     """What shapes every round, the number of rounds aside."""
-    rounds = OmegaConf.to_container(cfg.rounds, resolve=True)
-    rounds["grpo_steps"] = round_steps(cfg, length)
-    rounds.pop("count", None)
-    rounds.pop("cache_dir", None)
+    shaping = {**asdict(rounds), "grpo_steps": rounds.policy_steps(length)}
+    shaping.pop("count")
+    shaping.pop("cache_dir")
     return {
-        "stage_folder": stage_checkpoint(stage, cfg),  # named by its settings
+        "stage_folder": stage_checkpoint(rounds.stage, cfg),  # named by its settings
         "algo": OmegaConf.to_container(cfg.algo, resolve=True),
         "rollout": OmegaConf.to_container(cfg.rollout, resolve=True),
         "reward": OmegaConf.to_container(cfg.reward, resolve=True),
-        "rounds": rounds,
+        "rounds": shaping,
     }
-
-
-def round_steps(cfg: DictConfig, length: RunLength) -> int:
-    """GRPO steps of each round's policy: `rounds.grpo_steps`, or where it is null (as
-    `${trainer.max_steps}` is under `epochs=N`) the run's own."""
-    steps = cfg.rounds.get("grpo_steps")
-    return length.max_steps if steps is None else int(steps)
 
 
 def round_hash(shaping: dict[str, Any], number: int) -> str:
@@ -189,38 +203,43 @@ def round_hash(shaping: dict[str, Any], number: int) -> str:
 
 
 def train_round(
-    cfg: DictConfig, parts: RunParts, number: int, policies: list[str], folder: Path
+    cfg: DictConfig,
+    parts: RunParts,
+    rounds: RoundsSettings,
+    number: int,
+    policies: list[str],
+    folder: Path,
 ) -> dict[str, Any]:
     """Round `number`: GRPO against the current judge (cfg's judge key) into `folder/policy`,
     then the judge continued with every policy so far replayed, into `folder/judge`."""
-    name, _ = judge_stage(cfg)
-    rounds, stage = cfg.rounds, cfg.stages[name]
-    judge = stage_checkpoint(name, cfg)
-    log.info(
-        "Round %d: GRPO for %d steps against %s", number, round_steps(cfg, parts.length), judge
-    )
-    results = train_policy(cfg, parts, number, folder / POLICY)
+    stage = cfg.stages[rounds.stage]
+    judge = stage_checkpoint(rounds.stage, cfg)
+    steps = rounds.policy_steps(parts.length)
+    log.info("Round %d: GRPO for %d steps against %s", number, steps, judge)
+    results = train_policy(cfg, parts, number, steps, folder / POLICY)
     replay = [*policies, str(folder / POLICY)]
     negatives = dict(OmegaConf.to_container(stage.train.negatives, resolve=True))
     negatives.pop("replay", None)
-    share = float(rounds.replay_share)
+    share = rounds.replay_share
     negatives["replay"] = share / (1 - share) * sum(negatives.values())
     trained = build(
         stage.train,
-        max_steps=int(rounds.judge_steps),
+        max_steps=rounds.judge_steps,
         negatives=negatives,
         replay=replay,
         init=judge,
         name=f"round{number}_judge",
-        replay_temperatures=rounds.get("replay_temperatures"),
+        replay_temperatures=rounds.replay_temperatures,
     )(folder / JUDGE, cfg, parts.datamodule, parts.loggers, False)
     return {"judge_trained_against": judge, "policy": results, "judge": trained}
 
 
-def train_policy(cfg: DictConfig, parts: RunParts, number: int, folder: Path) -> dict[str, float]:
-    """GRPO of the pretrained generator against the judge cfg names, `rounds.grpo_steps`
-    steps, with the run's algo, sampler and role; saved into `folder`. Returns the policy's
-    greedy held-out scores by that judge."""
+def train_policy(
+    cfg: DictConfig, parts: RunParts, number: int, steps: int, folder: Path
+) -> dict[str, float]:
+    """GRPO of the pretrained generator against the judge cfg names for `steps` steps, with the
+    run's algo, sampler and role; saved into `folder`. Returns the policy's greedy held-out
+    scores by that judge."""
     lm = build(cfg.model)
     module = grpo_module(parts, lm, reward=build(cfg.reward))
     common = {
@@ -232,7 +251,7 @@ def train_policy(cfg: DictConfig, parts: RunParts, number: int, folder: Path) ->
         "devices": 1,
     }
     trainer = L.Trainer(
-        max_steps=round_steps(cfg, parts.length),
+        max_steps=steps,
         limit_val_batches=0,
         num_sanity_val_steps=0,
         callbacks=[StepProgressBar(label=f"round {number} GRPO")],
