@@ -10,13 +10,12 @@ second run with the same settings finds it."""
 
 from __future__ import annotations
 
-import hashlib
-import json
 from pathlib import Path
 from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
+from src.utils.config import settings_hash
 from src.utils.errors import ConfigError
 
 DONE = "stage.json"  # written into a stage's folder when its training completes
@@ -64,8 +63,7 @@ def stage_folder(cfg: DictConfig, name: str) -> Path:
 
 def cache_key(cfg: DictConfig, name: str) -> str:
     """Hash of the settings that determine stage `name`'s model."""
-    text = json.dumps(shaping_settings(cfg, name), sort_keys=True, default=str)
-    return hashlib.sha256(text.encode()).hexdigest()[:12]
+    return settings_hash(shaping_settings(cfg, name))
 
 
 def shaping_settings(cfg: DictConfig, name: str) -> dict[str, Any]:

@@ -7,7 +7,6 @@ only its adapter, which GRPO then keeps training (`model.adapter_path`).
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import shutil
@@ -24,7 +23,7 @@ from src.rollout.sampler import Sampler
 from src.sft.module import SFTModule
 from src.sft.sft_settings import SftSettings
 from src.tracking.run_logger import mlflow_loggers
-from src.utils.config import build
+from src.utils.config import build, settings_hash
 from src.utils.folders import published_folder
 from src.utils.progress import StepProgressBar
 
@@ -43,8 +42,7 @@ def cache_key(cfg: DictConfig) -> str:
     shaping["sft"].pop("cache_dir")
     shaping["model"].pop("compile", None)  # speed only: compiled or not, the same warm start
     shaping["seed"] = cfg.seed
-    text = json.dumps(shaping, sort_keys=True, default=str)
-    return hashlib.sha256(text.encode()).hexdigest()[:12]
+    return settings_hash(shaping)
 
 
 def warm_start(

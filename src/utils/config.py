@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import hashlib
+import json
 from typing import Any
 
 from hydra.utils import get_object, instantiate
@@ -25,6 +27,14 @@ def build(node: Any, **kwargs: Any) -> Any:
     """`instantiate` whose arguments arrive as plain lists and dicts, so that a library never
     receives a ListConfig (peft writes its LoRA settings to JSON, which fails on one)."""
     return instantiate(node, _convert_="all", **kwargs)
+
+
+def settings_hash(settings: Any) -> str:
+    """A short name for plain settings (dicts, lists, values; others by their text): 12 hex
+    digits of the SHA-256 of their JSON with sorted keys, so the same settings in any order
+    name the same cache folder."""
+    text = json.dumps(settings, sort_keys=True, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:12]
 
 
 def named_object(name: str, key: str, advice: str) -> Any:

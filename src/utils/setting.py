@@ -22,11 +22,11 @@ INDEX_TEXT = re.compile(r"\s*\d+\s*(,\s*\d+\s*)*,?\s*")  # "0,1" or "0,": device
 class Setting:
     """What one key may hold: a `kind` (`int`, `float`, `bool`, `str`; `mark`, a non-empty text
     that may be blank, such as a line's end; `mask`, one character outside printable ASCII;
-    `template`, a text that
-    `str.format` can fill; `texts`, a list of non-empty texts (at least `low` of them); `numbers`, a non-empty list of
-    numbers each in the range; `names`, a mapping of names to names; `mapping`, a mapping of
-    names to mappings (settings by name); `indices`, device indices
-    as a list or as text with commas; `config`, an object's config with `_target_`), an
+    `template`, a text that `str.format` can fill; `texts`, a list of non-empty texts (at
+    least `low` of them); `numbers`, a non-empty list of numbers each in the range; `names`, a
+    mapping of names to names; `mapping`, a mapping of names to mappings (settings by name);
+    `indices`, device indices as a list or as text with commas; `config`, an object's config
+    with `_target_`), an
     inclusive range (`low`, `high`; `above` makes `low`
     exclusive, `below` makes `high` exclusive), the `choices` (a tuple, or a registry whose
     names are read when a value is checked, so an entry registered later is a choice), and

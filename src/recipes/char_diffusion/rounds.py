@@ -22,7 +22,6 @@ rounds through its `before_grpo` hook (`AdversarialRounds`, src/runs/hooks.py).
 from __future__ import annotations
 
 import copy
-import hashlib
 import json
 import logging
 import shutil
@@ -39,7 +38,7 @@ from src.recipes.char_diffusion.settings import SETTINGS
 from src.runs.length import RunLength
 from src.runs.parts import RunParts, grpo_module
 from src.tracking.run_logger import mlflow_loggers
-from src.utils.config import build
+from src.utils.config import build, settings_hash
 from src.utils.errors import ConfigError
 from src.utils.folders import published_folder
 from src.utils.progress import StepProgressBar
@@ -198,8 +197,7 @@ def rounds_key(cfg: DictConfig, rounds: RoundsSettings, length: RunLength) -> di
 
 
 def round_hash(shaping: dict[str, Any], number: int) -> str:
-    text = json.dumps({**shaping, "round": number}, sort_keys=True, default=str)
-    return hashlib.sha256(text.encode()).hexdigest()[:12]
+    return settings_hash({**shaping, "round": number})
 
 
 def train_round(
